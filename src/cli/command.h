@@ -1,0 +1,35 @@
+// Subcommand registry: each src/cli/cmd_<name>.cpp registers itself with
+//   static brl::cli::Register reg("name", "help", setup_fn);
+// where setup_fn adds options to the CLI11 subcommand and returns the function to run.
+// The files are compiled into the executable itself, so static registration is kept.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace brl::cli {
+
+using RunFn = std::function<int()>;
+using SetupFn = std::function<RunFn(CLI::App&)>;
+
+struct CommandSpec {
+  std::string name, help;
+  SetupFn setup;
+};
+
+std::vector<CommandSpec>& registry();
+
+struct Register {
+  Register(std::string name, std::string help, SetupFn setup) {
+    registry().push_back({std::move(name), std::move(help), std::move(setup)});
+  }
+};
+
+// Sets libtorch's intra-op threads to the core count (it starts with 1) and warns when the
+// BLAS in use is the slow reference one. Call from commands that do tensor work.
+void init_compute(int threads = 0);
+
+}  // namespace brl::cli
