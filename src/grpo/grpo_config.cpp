@@ -1,0 +1,75 @@
+#include "grpo/grpo_config.h"
+
+#include <sstream>
+
+#include "util/error.h"
+
+namespace brl::grpo {
+
+ConfigTable GrpoConfig::table() {
+  ConfigTable t("grpo");
+  t.add("num_generations", &num_generations, "completions per prompt (G), >= 2")
+      .add("max_prompt_length", &max_prompt_length, "max prompt tokens (left-truncated)")
+      .add("max_completion_length", &max_completion_length, "max new tokens per completion")
+      .add("temperature", &temperature, "sampling temperature (> 0)")
+      .add("top_p", &top_p, "nucleus sampling mass in (0, 1]")
+      .add("top_k", &top_k, "top-k sampling, 0 = off")
+      .add("per_device_train_batch_size", &per_device_train_batch_size, "completions per micro-batch")
+      .add("gradient_accumulation_steps", &gradient_accumulation_steps, "micro-batches per optimizer step")
+      .add("learning_rate", &learning_rate, "AdamW learning rate")
+      .add("weight_decay", &weight_decay, "AdamW weight decay")
+      .add("adam_beta1", &adam_beta1, "AdamW beta1")
+      .add("adam_beta2", &adam_beta2, "AdamW beta2")
+      .add("adam_epsilon", &adam_epsilon, "AdamW epsilon")
+      .add("max_grad_norm", &max_grad_norm, "gradient clipping norm, 0 = off")
+      .add("lr_scheduler_type", &lr_scheduler_type, "linear | constant | cosine")
+      .add("warmup_ratio", &warmup_ratio, "fraction of max_steps spent warming up")
+      .add("max_steps", &max_steps, "optimizer steps")
+      .add("beta", &beta, "KL coefficient (k3 estimator against the adapter-off model)")
+      .add("epsilon", &epsilon, "lower clip of the importance ratio")
+      .add("epsilon_high", &epsilon_high, "upper clip (default: epsilon)")
+      .add("num_iterations", &num_iterations, "optimisation passes per generation batch")
+      .add("loss_type", &loss_type, "grpo | bnpo | dr_grpo | dapo")
+      .add("scale_rewards", &scale_rewards, "group | batch | none")
+      .add("reward_weights", &reward_weights, "weight per reward function")
+      .add("mask_truncated_completions", &mask_truncated_completions, "drop completions that hit the length limit")
+      .add("seed", &seed, "random seed");
+  return t;
+}
+
+void GrpoConfig::validate() const {
+  auto fail = [](const std::string& m, const std::string& hint = "") { throw UserError("grpo config: " + m, hint); };
+  auto q = [](auto v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  if (num_generations < 2)
+    fail("num_generations (" + q(num_generations) + ") must be >= 2: group-relative advantages need a group");
+  if (per_device_train_batch_size < 1) fail("per_device_train_batch_size (" + q(per_device_train_batch_size) + ") must be >= 1");
+  if (gradient_accumulation_steps < 1) fail("gradient_accumulation_steps (" + q(gradient_accumulation_steps) + ") must be >= 1");
+  if (completions_per_step() % num_generations != 0)
+    fail("per_device_train_batch_size * gradient_accumulation_steps (" + q(completions_per_step()) +
+         ") must be divisible by num_generations (" + q(num_generations) + ")");
+  if (max_prompt_length < 1) fail("max_prompt_length (" + q(max_prompt_length) + ") must be >= 1");
+  if (max_completion_length < 1) fail("max_completion_length (" + q(max_completion_length) + ") must be >= 1");
+  if (!(temperature > 0)) fail("temperature (" + q(temperature) + ") must be > 0");
+  if (!(top_p > 0 && top_p <= 1)) fail("top_p (" + q(top_p) + ") must be in (0, 1]");
+  if (top_k < 0) fail("top_k (" + q(top_k) + ") must be >= 0 (0 = off)");
+  if (!(learning_rate >= 0)) fail("learning_rate (" + q(learning_rate) + ") must be >= 0");
+  if (!(max_grad_norm >= 0)) fail("max_grad_norm (" + q(max_grad_norm) + ") must be >= 0");
+  if (!(beta >= 0)) fail("beta (" + q(beta) + ") must be >= 0");
+  if (!(epsilon >= 0 && epsilon < 1)) fail("epsilon (" + q(epsilon) + ") must be in [0, 1)");
+  if (epsilon_high && !(*epsilon_high >= 0)) fail("epsilon_high (" + q(*epsilon_high) + ") must be >= 0");
+  if (num_iterations < 1) fail("num_iterations (" + q(num_iterations) + ") must be >= 1");
+  if (max_steps < 0) fail("max_steps (" + q(max_steps) + ") must be >= 0");
+  if (!(warmup_ratio >= 0 && warmup_ratio <= 1)) fail("warmup_ratio (" + q(warmup_ratio) + ") must be in [0, 1]");
+  if (loss_type != "grpo" && loss_type != "bnpo" && loss_type != "dr_grpo" && loss_type != "dapo")
+    fail("loss_type '" + loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo");
+  if (scale_rewards != "group" && scale_rewards != "batch" && scale_rewards != "none")
+    fail("scale_rewards '" + scale_rewards + "' is not one of group, batch, none");
+  if (lr_scheduler_type != "linear" && lr_scheduler_type != "constant" && lr_scheduler_type != "cosine")
+    fail("lr_scheduler_type '" + lr_scheduler_type + "' is not one of linear, constant, cosine");
+}
+
+}  // namespace brl::grpo

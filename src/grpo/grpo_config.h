@@ -1,0 +1,51 @@
+// GRPO configuration with TRL's GRPOConfig names and defaults where they exist
+// (trl/trainer/grpo_config.py). validate() quotes the offending values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/config_table.h"
+
+namespace brl::grpo {
+
+struct GrpoConfig {
+  // Generation
+  int num_generations = 8;            // G: completions per prompt
+  int max_prompt_length = 512;        // tokens; longer prompts are truncated from the left
+  int max_completion_length = 256;    // tokens per completion
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int top_k = 0;                      // 0 = off (TRL: None)
+  // Batch: prompts per step = per_device_train_batch_size * gradient_accumulation_steps / G
+  int per_device_train_batch_size = 8;   // completions per micro-batch
+  int gradient_accumulation_steps = 1;
+  // Optimisation (AdamW on the adapter only)
+  double learning_rate = 1e-6;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;
+  std::string lr_scheduler_type = "linear";  // linear | constant | cosine
+  double warmup_ratio = 0.0;
+  int max_steps = 100;
+  // Objective
+  double beta = 0.0;                  // KL weight; 0 = no reference pass
+  double epsilon = 0.2;               // lower clip
+  std::optional<double> epsilon_high; // upper clip; default = epsilon
+  int num_iterations = 1;             // passes per generation batch (mu)
+  std::string loss_type = "dapo";     // grpo | bnpo | dr_grpo | dapo
+  std::string scale_rewards = "group";  // group | batch | none
+  std::vector<double> reward_weights;   // one per reward function; empty = all 1
+  bool mask_truncated_completions = false;
+  int seed = 42;
+
+  double eps_high() const { return epsilon_high.value_or(epsilon); }
+  int completions_per_step() const { return per_device_train_batch_size * gradient_accumulation_steps; }
+  int prompts_per_step() const { return completions_per_step() / num_generations; }
+
+  ConfigTable table();
+  void validate() const;  // throws UserError quoting the values
+};
+
+}  // namespace brl::grpo

@@ -1,0 +1,128 @@
+#include "util/config_table.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace brl {
+
+std::string nearest_name(const std::string& name, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& k : known) {
+    std::vector<size_t> prev(k.size() + 1), cur(k.size() + 1);
+    for (size_t j = 0; j <= k.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= name.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= k.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (name[i - 1] != k[j - 1])});
+      std::swap(prev, cur);
+    }
+    if (prev[k.size()] < best_d) best_d = prev[k.size()], best = k;
+  }
+  return best;
+}
+
+void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::string& source) {
+  auto bad = [&](const char* want) {
+    throw UserError(source + ": [" + section_ + "] " + f.name + " = " + v.dump() + " is not " + want,
+                    f.name + ": " + f.help);
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (!v.is_boolean()) bad("a boolean (true/false)");
+          *p = v.get<bool>();
+        } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>) {
+          if (!v.is_number_integer()) bad("an integer");
+          *p = v.get<T>();
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (!v.is_number()) bad("a number");
+          *p = v.get<double>();
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (!v.is_string()) bad("a string");
+          *p = v.get<std::string>();
+        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          if (v.is_null()) *p = std::nullopt;
+          else if (v.is_number()) *p = v.get<double>();
+          else bad("a number or null");
+        } else if constexpr (std::is_same_v<T, std::optional<int>>) {
+          if (v.is_null()) *p = std::nullopt;
+          else if (v.is_number_integer()) *p = v.get<int>();
+          else bad("an integer or null");
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+          if (!v.is_array()) bad("a list of numbers");
+          p->clear();
+          for (auto& e : v) {
+            if (!e.is_number()) bad("a list of numbers");
+            p->push_back(e.get<double>());
+          }
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          if (v.is_string()) {  // "q_proj,v_proj" or "all-linear"
+            p->clear();
+            std::string s = v.get<std::string>(), cur;
+            for (char c : s + ",") {
+              if (c == ',') {
+                if (!cur.empty()) p->push_back(cur);
+                cur.clear();
+              } else if (c != ' ') {
+                cur += c;
+              }
+            }
+            return;
+          }
+          if (!v.is_array()) bad("a list of strings");
+          p->clear();
+          for (auto& e : v) {
+            if (!e.is_string()) bad("a list of strings");
+            p->push_back(e.get<std::string>());
+          }
+        }
+      },
+      f.ptr);
+}
+
+void ConfigTable::set_from_json(const nlohmann::json& obj, const std::string& source) {
+  if (!obj.is_object()) throw UserError(source + ": [" + section_ + "] must be a table of key = value");
+  std::vector<std::string> names;
+  for (auto& f : fields_) names.push_back(f.name);
+  for (auto& [k, v] : obj.items()) {
+    auto it = std::find_if(fields_.begin(), fields_.end(), [&](auto& f) { return f.name == k; });
+    if (it == fields_.end())
+      throw UserError(source + ": unknown key '" + k + "' in [" + section_ + "]",
+                      "did you mean '" + nearest_name(k, names) + "'?");
+    set_one(*it, v, source);
+  }
+}
+
+void ConfigTable::set_from_override(const std::string& kv) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UserError("override '" + kv + "' is not key=value", "e.g. --set learning_rate=1e-5");
+  std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
+  nlohmann::json v = nlohmann::json::parse(val, nullptr, false);
+  if (v.is_discarded()) v = val;
+  set_from_json(nlohmann::json{{key, v}}, "command line");
+}
+
+bool ConfigTable::has(const std::string& name) const {
+  return std::any_of(fields_.begin(), fields_.end(), [&](auto& f) { return f.name == name; });
+}
+
+nlohmann::json ConfigTable::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& f : fields_)
+    std::visit(
+        [&](auto* p) {
+          using T = std::remove_pointer_t<decltype(p)>;
+          if constexpr (std::is_same_v<T, std::optional<double>> || std::is_same_v<T, std::optional<int>>)
+            j[f.name] = p->has_value() ? nlohmann::json(**p) : nlohmann::json(nullptr);
+          else
+            j[f.name] = *p;
+        },
+        f.ptr);
+  return j;
+}
+
+}  // namespace brl

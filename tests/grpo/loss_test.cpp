@@ -1,0 +1,130 @@
+// GRPO objective against hand-derived values (derivations in the comments).
+#include "grpo/loss.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "grpo/grpo_config.h"
+#include "util/error.h"
+
+using namespace brl::grpo;
+
+namespace {
+// old_logps = 0, so ratio = exp(logps):
+//   row 0 (adv +1): ratios 1.5, 0.5, 1.0 -> min(r*A, clip(r)*A) = 1.2, 0.5, 1.0 -> loss -1.2, -0.5, -1.0
+//   row 1 (adv -1): ratios 1.1, 1.0, [masked] -> -1.1, -1.0 -> loss 1.1, 1.0
+//   masked sums: row0 -2.7 (3 tokens), row1 2.1 (2 tokens)
+LossInputs batch() {
+  LossInputs in;
+  in.logps = at::log(at::tensor({1.5, 0.5, 1.0, 1.1, 1.0, 1.0}, at::kDouble)).view({2, 3});
+  in.old_logps = at::zeros({2, 3}, at::kDouble);
+  in.advantages = at::tensor({1.0, -1.0}, at::kDouble);
+  in.mask = at::tensor({1.0, 1.0, 1.0, 1.0, 1.0, 0.0}, at::kDouble).view({2, 3});
+  return in;
+}
+double loss_of(const std::string& type, double beta = 0, double nitems = 0) {
+  LossInputs in = batch();
+  if (beta > 0) in.ref_logps = at::zeros({2, 3}, at::kDouble);
+  LossOptions o;
+  o.loss_type = type;
+  o.beta = beta;
+  o.max_completion_length = 4;
+  o.num_items_in_batch = nitems;
+  return grpo_loss(in, o).item<double>();
+}
+}  // namespace
+
+TEST(GrpoLoss, EachLossTypeMatchesHandDerivation) {
+  EXPECT_NEAR(loss_of("grpo"), (-2.7 / 3 + 2.1 / 2) / 2, 1e-12);  // mean of per-sequence means = 0.075
+  EXPECT_NEAR(loss_of("bnpo"), -0.6 / 5, 1e-12);                  // all tokens of the batch
+  EXPECT_NEAR(loss_of("dr_grpo"), -0.6 / (2 * 4), 1e-12);         // B * max_completion_length
+  EXPECT_NEAR(loss_of("dapo"), -0.6 / 5, 1e-12);                  // this batch's tokens by default
+  EXPECT_NEAR(loss_of("dapo", 0, 10), -0.6 / 10, 1e-12);          // the generation batch's tokens
+}
+
+TEST(GrpoLoss, K3KlTerm) {
+  // k3(logp) = exp(ref - logp) - (ref - logp) - 1 with ref = 0: 1/r + ln r - 1 per token.
+  double k = 0;
+  for (double r : {1.5, 0.5, 1.0, 1.1}) k += 1 / r + std::log(r) - 1;
+  EXPECT_NEAR(loss_of("bnpo", 0.1), (-0.6 + 0.1 * k) / 5, 1e-12);
+}
+
+TEST(GrpoLoss, StatsCountClippedTokens) {
+  LossStats st;
+  LossOptions o;
+  o.loss_type = "bnpo";
+  grpo_loss(batch(), o, &st);
+  // Only row 0 token 0 (ratio 1.5 > 1.2 with A > 0) takes the clipped branch.
+  EXPECT_NEAR(st.clip_ratio, 1.0 / 5, 1e-12);
+  EXPECT_NEAR(st.mean_ratio, (1.5 + 0.5 + 1 + 1.1 + 1) / 5, 1e-12);
+}
+
+TEST(GrpoLoss, GradientMatchesFiniteDifferences) {
+  for (std::string type : {"grpo", "bnpo", "dr_grpo", "dapo"}) {
+    LossInputs in = batch();
+    in.ref_logps = at::full({2, 3}, -0.3, at::kDouble);
+    // Move off the clip boundaries' kinks so central differences are valid.
+    in.logps = (in.logps + 0.01).detach().requires_grad_(true);
+    LossOptions o;
+    o.loss_type = type;
+    o.beta = 0.05;
+    o.max_completion_length = 4;
+    grpo_loss(in, o).backward();
+    at::Tensor g = in.logps.grad();
+    const double h = 1e-6;
+    for (int64_t i = 0; i < 6; ++i) {
+      LossInputs p = in, m = in;
+      p.logps = in.logps.detach().clone();
+      m.logps = in.logps.detach().clone();
+      p.logps.view({-1})[i] += h;
+      m.logps.view({-1})[i] -= h;
+      double fd = (grpo_loss(p, o).item<double>() - grpo_loss(m, o).item<double>()) / (2 * h);
+      EXPECT_NEAR(g.view({-1})[i].item<double>(), fd, 1e-6) << type << " element " << i;
+    }
+  }
+}
+
+TEST(Advantages, GroupScaledAndZeroVarianceGroups) {
+  at::Tensor r = at::tensor({1.0, 0.0, 1.0, 0.0, 2.0, 2.0, 2.0, 2.0});
+  at::Tensor a = group_advantages(r, 4, "group");
+  // group 0: mean 0.5, Bessel std sqrt(1/3); group 1: constant -> exactly 0, never NaN.
+  double s = std::sqrt(1.0 / 3.0) + 1e-4;
+  EXPECT_NEAR(a[0].item<float>(), 0.5 / s, 1e-6);
+  EXPECT_NEAR(a[1].item<float>(), -0.5 / s, 1e-6);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(a[i].item<float>(), 0.0f);
+  EXPECT_FALSE(at::isnan(a).any().item<bool>());
+}
+
+TEST(Advantages, BatchAndNone) {
+  at::Tensor r = at::tensor({1.0, 0.0, 3.0, 3.0});
+  at::Tensor none = group_advantages(r, 2, "none");
+  EXPECT_NEAR(none[0].item<float>(), 0.5, 1e-6);
+  EXPECT_NEAR(none[2].item<float>(), 0.0, 1e-6);
+  at::Tensor batch = group_advantages(r, 2, "batch");
+  double sd = at::tensor({1.0, 0.0, 3.0, 3.0}).std().item<double>();  // whole-batch Bessel std
+  EXPECT_NEAR(batch[1].item<float>(), -0.5 / (sd + 1e-4), 1e-6);
+  EXPECT_THROW(group_advantages(r, 2, "weird"), brl::UserError);
+}
+
+TEST(GrpoConfig, ValidationQuotesValues) {
+  GrpoConfig c;
+  c.validate();
+  c.num_generations = 3;
+  try {
+    c.validate();
+    FAIL() << "expected an error";
+  } catch (const brl::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("(8) must be divisible by num_generations (3)"), std::string::npos) << e.what();
+  }
+  GrpoConfig d;
+  auto t = d.table();
+  t.set_from_override("loss_type=grpo");
+  t.set_from_override("epsilon_high=0.28");
+  EXPECT_EQ(d.loss_type, "grpo");
+  EXPECT_DOUBLE_EQ(d.eps_high(), 0.28);
+  EXPECT_THROW(t.set_from_override("learning_rte=1e-5"), brl::UserError);
+  EXPECT_THROW(t.set_from_override("num_generations=two"), brl::UserError);
+  d.loss_type = "ppo";
+  EXPECT_THROW(d.validate(), brl::UserError);
+}
