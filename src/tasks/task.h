@@ -1,0 +1,71 @@
+// Prompt tasks and verifiable rewards. A Task yields training examples (deterministically
+// sharded across workers) and a fixed held-out set; its reward functions score completions.
+// Built-in tasks need no download: integer arithmetic and Countdown. JSONL datasets and an
+// external reward command cover the rest without recompiling.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace brl::tasks {
+
+struct Example {
+  std::string prompt;
+  std::string answer;
+  nlohmann::json extra = nlohmann::json::object();  // any other fields (numbers, target, ...)
+};
+
+class RewardFn {
+ public:
+  virtual ~RewardFn() = default;
+  virtual std::string name() const = 0;
+  // One score per completion; completions[i] answers examples[i]. Throws UserError on a
+  // failure the user must fix (e.g. a crashing reward command).
+  virtual std::vector<double> score(const std::vector<const Example*>& examples,
+                                    const std::vector<std::string>& completions) = 0;
+};
+
+struct TaskOptions {
+  std::string name = "arithmetic";  // arithmetic | countdown | jsonl
+  std::string dataset_path;         // jsonl: training file
+  std::string eval_path;            // jsonl: held-out file (default: 10% of dataset)
+  int num_eval = 200;               // held-out examples (built-in tasks)
+  int max_operand = 99;             // arithmetic: operands in [0, max_operand]
+  std::string operations = "+-";    // arithmetic: operators drawn from this set
+  bool format_reward = false;       // add the task's format reward
+  double format_weight = 0.2;
+  std::vector<std::string> reward_commands;  // external reward commands (sh -c)
+  int64_t seed = 1234;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  // The i-th training example of shard `shard` of `num_shards` (deterministic; never a
+  // held-out example).
+  virtual Example train_example(uint64_t i, int shard, int num_shards) const = 0;
+  virtual const std::vector<Example>& eval_set() const = 0;
+  // Correctness reward first (accuracy = its mean), then any others.
+  std::vector<std::shared_ptr<RewardFn>> rewards;
+};
+
+std::unique_ptr<Task> make_task(const TaskOptions& opt);
+
+// JSONL: one object per line with "prompt" and "answer" (string or number), extra fields kept.
+// Errors name the file and line.
+std::vector<Example> load_jsonl(const std::string& path);
+
+// The integer a completion states: the first integer in it, optionally signed. False if none.
+bool parse_leading_int(const std::string& s, int64_t* out);
+
+// Evaluates a Countdown expression (+ - * / and parentheses over integers, exact rational
+// arithmetic); false if malformed or dividing by zero. `used` receives the numbers used.
+bool eval_countdown(const std::string& expr, double* value, std::vector<int64_t>* used);
+
+}  // namespace brl::tasks

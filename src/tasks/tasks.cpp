@@ -1,0 +1,183 @@
+// Built-in tasks (arithmetic, Countdown), JSONL datasets, and make_task().
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <tuple>
+
+#include "tasks/rewards.h"
+#include "tasks/task.h"
+#include "util/error.h"
+
+namespace brl::tasks {
+
+namespace {
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A tiny deterministic stream: same (seed, index) -> same numbers on every platform.
+struct Stream {
+  uint64_t s;
+  Stream(uint64_t seed, uint64_t index) : s(splitmix(seed ^ splitmix(index))) {}
+  uint64_t next() { return s = splitmix(s); }
+  int64_t uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1)); }
+};
+
+// Procedural tasks draw problem number g from a stream; the held-out set is drawn from a
+// different stream and its problems are skipped in training.
+class ProceduralTask : public Task {
+ public:
+  Example train_example(uint64_t i, int shard, int num_shards) const override {
+    uint64_t g = i * static_cast<uint64_t>(num_shards) + static_cast<uint64_t>(shard);
+    for (uint64_t attempt = 0;; ++attempt) {
+      Example e = make(Stream(seed_, g * 1000003ULL + attempt));
+      if (!eval_prompts_.count(e.prompt)) return e;
+    }
+  }
+  const std::vector<Example>& eval_set() const override { return eval_; }
+
+ protected:
+  void build_eval(int n) {
+    for (uint64_t k = 0; static_cast<int>(eval_.size()) < n && k < static_cast<uint64_t>(n) * 50; ++k) {
+      Example e = make(Stream(~seed_, k));
+      if (eval_prompts_.insert(e.prompt).second) eval_.push_back(e);
+    }
+  }
+  virtual Example make(Stream s) const = 0;
+  uint64_t seed_ = 0;
+  std::vector<Example> eval_;
+  std::set<std::string> eval_prompts_;
+};
+
+class ArithmeticTask : public ProceduralTask {
+ public:
+  explicit ArithmeticTask(const TaskOptions& o) : max_(o.max_operand), ops_(o.operations) {
+    if (max_ < 1) throw UserError("task.max_operand (" + std::to_string(max_) + ") must be >= 1");
+    if (ops_.empty() || ops_.find_first_not_of("+-*") != std::string::npos)
+      throw UserError("task.operations '" + ops_ + "' must be a non-empty subset of \"+-*\"");
+    seed_ = static_cast<uint64_t>(o.seed);
+    build_eval(o.num_eval);
+  }
+  std::string name() const override { return "arithmetic"; }
+
+ private:
+  Example make(Stream s) const override {
+    int64_t a = s.uniform(0, max_), b = s.uniform(0, max_);
+    char op = ops_[s.next() % ops_.size()];
+    int64_t r = op == '+' ? a + b : op == '-' ? a - b : a * b;
+    Example e;
+    e.prompt = std::to_string(a) + op + std::to_string(b) + "=";
+    e.answer = std::to_string(r);
+    e.extra = {{"a", a}, {"b", b}, {"op", std::string(1, op)}};
+    return e;
+  }
+  int max_;
+  std::string ops_;
+};
+
+// Countdown: reach the target from the given numbers with + - * / (each number at most once).
+// Targets come from a random expression over the numbers, so every problem is solvable.
+class CountdownTask : public ProceduralTask {
+ public:
+  explicit CountdownTask(const TaskOptions& o) {
+    seed_ = static_cast<uint64_t>(o.seed);
+    build_eval(o.num_eval);
+  }
+  std::string name() const override { return "countdown"; }
+
+ private:
+  Example make(Stream s) const override {
+    std::vector<int64_t> nums;
+    for (int k = 0; k < 3; ++k) nums.push_back(s.uniform(1, 12));
+    // target = (n0 op n1) op n2 with ops from + - *, kept positive.
+    const char ops[] = {'+', '-', '*'};
+    int64_t t = 0;
+    std::string expr;
+    do {
+      char o1 = ops[s.next() % 3], o2 = ops[s.next() % 3];
+      auto ap = [](int64_t x, char o, int64_t y) { return o == '+' ? x + y : o == '-' ? x - y : x * y; };
+      t = ap(ap(nums[0], o1, nums[1]), o2, nums[2]);
+      expr = "(" + std::to_string(nums[0]) + o1 + std::to_string(nums[1]) + ")" + o2 + std::to_string(nums[2]);
+    } while (t <= 0);
+    Example e;
+    e.prompt = "use " + std::to_string(nums[0]) + " " + std::to_string(nums[1]) + " " + std::to_string(nums[2]) +
+               " to make " + std::to_string(t) + ":";
+    e.answer = expr;
+    e.extra = {{"numbers", nums}, {"target", t}};
+    return e;
+  }
+};
+
+class JsonlTask : public Task {
+ public:
+  explicit JsonlTask(const TaskOptions& o) {
+    if (o.dataset_path.empty()) throw UserError("task 'jsonl' needs task.dataset_path", "set dataset_path = \"train.jsonl\"");
+    std::vector<Example> all = load_jsonl(o.dataset_path);
+    if (!o.eval_path.empty()) {
+      train_ = std::move(all);
+      eval_ = load_jsonl(o.eval_path);
+    } else {  // every 10th example is held out
+      for (size_t i = 0; i < all.size(); ++i) (i % 10 == 9 ? eval_ : train_).push_back(all[i]);
+    }
+    if (train_.empty()) throw UserError(o.dataset_path + ": no training examples");
+  }
+  std::string name() const override { return "jsonl"; }
+  // Round-robin over the shard's examples: example k belongs to shard k % num_shards.
+  Example train_example(uint64_t i, int shard, int num_shards) const override {
+    uint64_t per_shard = (train_.size() + num_shards - 1 - shard) / num_shards;
+    if (per_shard == 0) return train_[static_cast<size_t>(i % train_.size())];
+    uint64_t k = (i % per_shard) * num_shards + shard;
+    return train_[static_cast<size_t>(k)];
+  }
+  const std::vector<Example>& eval_set() const override { return eval_; }
+
+ private:
+  std::vector<Example> train_, eval_;
+};
+
+}  // namespace
+
+std::vector<Example> load_jsonl(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UserError("cannot open dataset '" + path + "'", "give a JSONL file with one {\"prompt\": ..., \"answer\": ...} per line");
+  std::vector<Example> out;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    std::string where = path + ":" + std::to_string(n);
+    if (j.is_discarded() || !j.is_object()) throw UserError(where + ": not a JSON object");
+    if (!j.contains("prompt") || !j["prompt"].is_string()) throw UserError(where + ": missing string field \"prompt\"");
+    Example e;
+    e.prompt = j["prompt"].get<std::string>();
+    if (j.contains("answer")) {
+      if (j["answer"].is_string()) e.answer = j["answer"].get<std::string>();
+      else if (j["answer"].is_number()) e.answer = j["answer"].dump();
+      else throw UserError(where + ": \"answer\" must be a string or a number");
+    }
+    j.erase("prompt");
+    j.erase("answer");
+    e.extra = j;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::unique_ptr<Task> make_task(const TaskOptions& o) {
+  std::unique_ptr<Task> t;
+  if (o.name == "arithmetic") t = std::make_unique<ArithmeticTask>(o);
+  else if (o.name == "countdown") t = std::make_unique<CountdownTask>(o);
+  else if (o.name == "jsonl") t = std::make_unique<JsonlTask>(o);
+  else throw UserError("unknown task '" + o.name + "'", "use one of arithmetic, countdown, jsonl");
+  if (o.name == "countdown") t->rewards.push_back(std::make_shared<CountdownReward>());
+  else t->rewards.push_back(std::make_shared<ExactAnswerReward>());
+  if (o.format_reward) t->rewards.push_back(std::make_shared<IntegerFormatReward>());
+  for (auto& c : o.reward_commands) t->rewards.push_back(std::make_shared<CommandReward>(c));
+  return t;
+}
+
+}  // namespace brl::tasks

@@ -1,0 +1,136 @@
+// Tasks and rewards: hand-checked scores, deterministic disjoint sharding, JSONL errors, and
+// the external reward command (including crashing and malformed ones).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "tasks/rewards.h"
+#include "tasks/task.h"
+#include "util/error.h"
+
+using namespace brl::tasks;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<double> score(RewardFn& f, const std::vector<Example>& ex, const std::vector<std::string>& c) {
+  std::vector<const Example*> p;
+  for (auto& e : ex) p.push_back(&e);
+  return f.score(p, c);
+}
+std::string tmpfile(const std::string& name, const std::string& content) {
+  fs::path p = fs::temp_directory_path() / ("brl_tasks_" + std::to_string(getpid()) + "_" + name);
+  std::ofstream(p) << content;
+  return p.string();
+}
+}  // namespace
+
+TEST(Rewards, ExactAnswerAndFormat) {
+  Example e{"12+30=", "42", {}};
+  std::vector<Example> ex(5, e);
+  std::vector<std::string> c = {"42", " 42 ", "42abc", "41", "x42"};
+  ExactAnswerReward r;
+  EXPECT_EQ(score(r, ex, c), (std::vector<double>{1, 1, 1, 0, 0}));
+  IntegerFormatReward f;
+  EXPECT_EQ(score(f, ex, c), (std::vector<double>{1, 1, 0, 1, 0}));
+  Example neg{"3-5=", "-2", {}};
+  EXPECT_EQ(score(r, {neg, neg}, {"-2", "2"}), (std::vector<double>{1, 0}));
+}
+
+TEST(Rewards, CountdownExpression) {
+  double v;
+  std::vector<int64_t> used;
+  ASSERT_TRUE(eval_countdown("(3+5)*7", &v, &used));
+  EXPECT_EQ(v, 56);
+  EXPECT_EQ(used, (std::vector<int64_t>{3, 5, 7}));
+  ASSERT_TRUE(eval_countdown("7/2*2", &v, &used));  // exact rationals
+  EXPECT_EQ(v, 7);
+  EXPECT_FALSE(eval_countdown("3/0", &v, &used));
+  EXPECT_FALSE(eval_countdown("(3+5", &v, &used));
+  EXPECT_FALSE(eval_countdown("3+", &v, &used));
+  Example e{"use 3 5 7 to make 56:", "(3+5)*7", {{"numbers", {3, 5, 7}}, {"target", 56}}};
+  CountdownReward r;
+  EXPECT_EQ(score(r, {e, e, e, e}, {"(3+5)*7", "7*(5+3)", "(3+3+2)*7", "3*5*7"}), (std::vector<double>{1, 1, 0, 0}));
+}
+
+TEST(Tasks, CountdownTargetsAreSolvable) {
+  TaskOptions o;
+  o.name = "countdown";
+  auto t = make_task(o);
+  for (uint64_t i = 0; i < 50; ++i) {
+    Example e = t->train_example(i, 0, 1);
+    EXPECT_EQ(score(*t->rewards[0], {e}, {e.answer})[0], 1.0) << e.prompt << " " << e.answer;
+  }
+}
+
+TEST(Tasks, ArithmeticShardsAreDeterministicAndDisjointFromEval) {
+  TaskOptions o;
+  auto a = make_task(o), b = make_task(o);
+  std::set<std::string> eval;
+  for (auto& e : a->eval_set()) eval.insert(e.prompt);
+  EXPECT_EQ(eval.size(), 200u);
+  for (uint64_t i = 0; i < 300; ++i) {
+    for (int s = 0; s < 3; ++s) {
+      Example x = a->train_example(i, s, 3), y = b->train_example(i, s, 3);
+      EXPECT_EQ(x.prompt, y.prompt);  // same on every worker and every run
+      EXPECT_FALSE(eval.count(x.prompt)) << x.prompt;
+      int64_t av = x.extra["a"], bv = x.extra["b"];
+      std::string op = x.extra["op"];
+      EXPECT_EQ(x.answer, std::to_string(op == "+" ? av + bv : av - bv));
+    }
+  }
+  // Shards draw different problems: the three shards' first 100 mostly differ.
+  std::set<std::string> seen;
+  for (uint64_t i = 0; i < 100; ++i)
+    for (int s = 0; s < 3; ++s) seen.insert(a->train_example(i, s, 3).prompt);
+  EXPECT_GT(seen.size(), 280u);
+}
+
+TEST(Tasks, JsonlLoadShardAndErrors) {
+  std::string good = tmpfile("good.jsonl", "{\"prompt\":\"a\",\"answer\":1,\"level\":3}\n\n{\"prompt\":\"b\",\"answer\":\"2\"}\n");
+  auto ex = load_jsonl(good);
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[0].answer, "1");
+  EXPECT_EQ(ex[0].extra["level"], 3);
+  std::string bad = tmpfile("bad.jsonl", "{\"prompt\":\"a\"}\n{\"answer\":1}\n");
+  try {
+    load_jsonl(bad);
+    FAIL();
+  } catch (const brl::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad + ":2: missing string field \"prompt\""), std::string::npos) << e.what();
+  }
+  std::string lines;
+  for (int i = 0; i < 40; ++i) lines += "{\"prompt\":\"p" + std::to_string(i) + "\",\"answer\":" + std::to_string(i) + "}\n";
+  TaskOptions o;
+  o.name = "jsonl";
+  o.dataset_path = tmpfile("ds.jsonl", lines);
+  auto t = make_task(o);
+  EXPECT_EQ(t->eval_set().size(), 4u);  // every 10th held out
+  std::set<std::string> s0, s1;
+  for (uint64_t i = 0; i < 18; ++i) s0.insert(t->train_example(i, 0, 2).prompt), s1.insert(t->train_example(i, 1, 2).prompt);
+  EXPECT_EQ(s0.size(), 18u);
+  EXPECT_EQ(s1.size(), 18u);
+  for (auto& p : s0) EXPECT_FALSE(s1.count(p));
+  EXPECT_THROW(load_jsonl("/nonexistent/x.jsonl"), brl::UserError);
+}
+
+TEST(Rewards, ExternalCommand) {
+  Example e{"p", "7", {{"k", 1}}};
+  // Reward = length of the completion, computed by a shell pipeline reading the JSON lines.
+  std::string script = tmpfile("rew.sh", "while IFS= read -r l; do case \"$l\" in *'\"completion\":\"abc\"'*) echo 3;; *) echo 0.5;; esac; done\n");
+  CommandReward r("sh " + script);
+  EXPECT_EQ(score(r, {e, e}, {"abc", "zz"}), (std::vector<double>{3, 0.5}));
+  CommandReward crash("exit 3");
+  try {
+    score(crash, {e}, {"x"});
+    FAIL();
+  } catch (const brl::UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("exited with status 3"), std::string::npos) << err.what();
+  }
+  CommandReward garbage("cat >/dev/null; echo nan");
+  EXPECT_THROW(score(garbage, {e}, {"x"}), brl::UserError);
+  CommandReward too_few("cat >/dev/null; echo 1");
+  EXPECT_THROW(score(too_few, {e, e}, {"x", "y"}), brl::UserError);
+}
