@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "grpo/grpo_config.h"
+#include "config/grpo_config.h"
 #include "util/error.h"
 
 using namespace brl::grpo;

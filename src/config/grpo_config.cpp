@@ -1,4 +1,4 @@
-#include "grpo/grpo_config.h"
+#include "config/grpo_config.h"
 
 #include <sstream>
 

@@ -1,0 +1,148 @@
+#include "config/run_config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace brl {
+
+namespace {
+
+nlohmann::json toml_to_json(const toml::node& n) {
+  if (auto t = n.as_table()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (auto& [k, v] : *t) j[std::string(k.str())] = toml_to_json(v);
+    return j;
+  }
+  if (auto a = n.as_array()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (auto& v : *a) j.push_back(toml_to_json(v));
+    return j;
+  }
+  if (auto v = n.as_string()) return v->get();
+  if (auto v = n.as_integer()) return v->get();
+  if (auto v = n.as_floating_point()) return v->get();
+  if (auto v = n.as_boolean()) return v->get();
+  // Dates and times: not used by any key; keep their TOML text for the error message.
+  return std::string("<date/time>");
+}
+
+ConfigTable model_table(ModelRef& m) {
+  ConfigTable t("model");
+  t.add("path", &m.path, "Hugging Face model folder").add("dtype", &m.dtype, "float32 | bfloat16");
+  return t;
+}
+
+ConfigTable task_table(tasks::TaskOptions& o) {
+  ConfigTable t("task");
+  t.add("name", &o.name, "arithmetic | countdown | jsonl")
+      .add("dataset_path", &o.dataset_path, "jsonl: training prompts")
+      .add("eval_path", &o.eval_path, "jsonl: held-out prompts (default: every 10th example)")
+      .add("num_eval", &o.num_eval, "held-out examples of a built-in task")
+      .add("max_operand", &o.max_operand, "arithmetic: operands in [0, max_operand]")
+      .add("operations", &o.operations, "arithmetic: operators, a subset of \"+-*\"")
+      .add("format_reward", &o.format_reward, "add the format reward")
+      .add("format_weight", &o.format_weight, "weight of the format reward")
+      .add("reward_commands", &o.reward_commands, "external reward commands (JSON lines in, numbers out)")
+      .add("seed", &o.seed, "task seed (problem streams and held-out set)");
+  return t;
+}
+
+ConfigTable train_table(TrainConfig& c) {
+  ConfigTable t("train");
+  t.add("output_dir", &c.output_dir, "checkpoints and logs")
+      .add("eval_steps", &c.eval_steps, "evaluate every N steps (0 = at the end only)")
+      .add("save_steps", &c.save_steps, "save the adapter every N steps")
+      .add("logging_steps", &c.logging_steps, "log every N steps")
+      .add("eval_max_examples", &c.eval_max_examples, "held-out examples per evaluation")
+      .add("eval_temperature", &c.eval_temperature, "0 = greedy")
+      .add("threads", &c.threads, "compute threads, 0 = all cores");
+  return t;
+}
+
+std::vector<ConfigTable> tables(RunConfig& c) {
+  return {model_table(c.model), c.lora.table(), c.grpo.table(), task_table(c.task), train_table(c.train)};
+}
+
+}  // namespace
+
+void RunConfig::apply_json(const nlohmann::json& j, const std::string& source) {
+  auto ts = tables(*this);
+  for (auto& [section, body] : j.items()) {
+    auto it = std::find_if(ts.begin(), ts.end(), [&](auto& t) { return t.section() == section; });
+    if (it == ts.end()) {
+      std::vector<std::string> names;
+      for (auto& t : ts) names.push_back(t.section());
+      throw UserError(source + ": unknown section [" + section + "]", "did you mean [" + nearest_name(section, names) + "]?");
+    }
+    it->set_from_json(body, source);
+  }
+}
+
+RunConfig RunConfig::from_toml_string(const std::string& text, const std::string& source) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream s;
+    s << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    throw UserError(s.str());
+  }
+  RunConfig c;
+  c.apply_json(toml_to_json(tbl), source);
+  return c;
+}
+
+RunConfig RunConfig::from_toml_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UserError("cannot read config '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_toml_string(ss.str(), path);
+}
+
+void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
+  for (const auto& kv : kvs) {
+    auto eq = kv.find('=');
+    std::string key = kv.substr(0, eq);
+    auto dot = key.find('.');
+    auto ts = tables(*this);
+    if (dot != std::string::npos) {
+      std::string section = key.substr(0, dot);
+      auto it = std::find_if(ts.begin(), ts.end(), [&](auto& t) { return t.section() == section; });
+      if (it == ts.end()) throw UserError("--set " + kv + ": unknown section '" + section + "'");
+      it->set_from_override(kv.substr(dot + 1));
+      continue;
+    }
+    std::vector<ConfigTable*> owners;
+    for (auto& t : ts)
+      if (t.has(key)) owners.push_back(&t);
+    if (owners.size() == 1) {
+      owners[0]->set_from_override(kv);
+    } else if (owners.empty()) {
+      std::vector<std::string> all;
+      for (auto& t : ts)
+        for (auto& f : t.fields()) all.push_back(t.section() + "." + f.name);
+      throw UserError("--set " + kv + ": unknown key '" + key + "'", "did you mean '" + nearest_name(key, all) + "'?");
+    } else {
+      throw UserError("--set " + kv + ": '" + key + "' is in several sections", "write it as section." + key);
+    }
+  }
+}
+
+void RunConfig::validate() const {
+  lora.validate();
+  grpo.validate();
+}
+
+nlohmann::json RunConfig::to_json() {
+  nlohmann::json j;
+  for (auto& t : tables(*this)) j[t.section()] = t.to_json();
+  return j;
+}
+
+}  // namespace brl

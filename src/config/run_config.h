@@ -1,0 +1,50 @@
+// The whole configuration of a training run, read from a TOML file whose sections use
+// TRL's and PEFT's names ([model], [lora], [grpo], [task], [train]), with every key
+// overridable from the command line (`--set grpo.learning_rate=1e-5`, or a bare key when
+// it is unique). Unknown keys and bad values are errors that name the key.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "config/grpo_config.h"
+#include "config/lora_config.h"
+#include "tasks/task.h"
+
+namespace brl {
+
+struct ModelRef {
+  std::string path;         // HF model folder
+  std::string dtype = "float32";
+};
+
+struct TrainConfig {
+  std::string output_dir = "runs/train";
+  int eval_steps = 10;        // evaluate on held-out prompts every N steps (0 = only at end)
+  int save_steps = 10;        // adapter checkpoint every N steps
+  int logging_steps = 1;
+  int eval_max_examples = 200;
+  double eval_temperature = 0.0;  // greedy
+  int threads = 0;                // 0 = all cores
+};
+
+struct RunConfig {
+  ModelRef model;
+  LoraConfig lora;
+  grpo::GrpoConfig grpo;
+  tasks::TaskOptions task;
+  TrainConfig train;
+
+  static RunConfig from_toml_file(const std::string& path);
+  static RunConfig from_toml_string(const std::string& text, const std::string& source);
+  void apply_overrides(const std::vector<std::string>& kvs);
+  void validate() const;
+  nlohmann::json to_json();  // the resolved config (printed and stored at start)
+
+ private:
+  void apply_json(const nlohmann::json& j, const std::string& source);
+};
+
+}  // namespace brl
