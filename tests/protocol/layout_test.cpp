@@ -1,0 +1,39 @@
+#include "protocol/layout.h"
+
+#include <gtest/gtest.h>
+
+#include "util/error.h"
+
+using namespace brl::protocol;
+
+TEST(Layout, KeysMatchDesign) {
+  EXPECT_EQ(adapter_key(12), "global/v00000012/adapter.safetensors");
+  EXPECT_EQ(manifest_key(0), "global/v00000000/manifest.json");
+  EXPECT_EQ(update_key("w1", "u-3"), "updates/w1/u-3.upd");
+  EXPECT_EQ(heartbeat_key("w1"), "heartbeats/w1.json");
+  EXPECT_EQ(log_key("w1", 1700000000123), "logs/w1/1700000000123.jsonl");
+  // Zero padding keeps lexicographic order = numeric order (ListObjects sorts by key).
+  EXPECT_LT(manifest_key(9), manifest_key(10));
+  EXPECT_LT(log_key("w", 999), log_key("w", 1000));
+}
+
+TEST(Layout, Parse) {
+  EXPECT_EQ(parse_manifest_key("global/v00000012/manifest.json"), 12);
+  EXPECT_EQ(parse_manifest_key("global/v00000012/adapter.safetensors"), std::nullopt);
+  EXPECT_EQ(parse_manifest_key("global/v12/manifest.json"), std::nullopt);
+  auto u = parse_update_key("updates/w1/abc.upd");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->first, "w1");
+  EXPECT_EQ(u->second, "abc");
+  EXPECT_FALSE(parse_update_key("updates/w1/x/abc.upd"));
+  EXPECT_FALSE(parse_update_key("updates/w1/abc.tmp"));
+  EXPECT_FALSE(parse_update_key("updates//abc.upd"));
+}
+
+TEST(Layout, WorkerIds) {
+  check_worker_id("worker-0.a_b");
+  EXPECT_THROW(check_worker_id(""), brl::UserError);
+  EXPECT_THROW(check_worker_id("a/b"), brl::UserError);
+  EXPECT_THROW(check_worker_id(".hidden"), brl::UserError);
+  EXPECT_THROW(check_worker_id(std::string(65, 'a')), brl::UserError);
+}
