@@ -1,0 +1,202 @@
+// HF config.json <-> ModelConfig, with validation that quotes the offending values.
+#include "model/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace brl::model {
+
+namespace {
+const std::vector<std::string> kSupported = {"llama", "qwen2", "qwen3"};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+template <class T>
+T get_or(const nlohmann::json& j, const char* key, T def, const std::string& source) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  try {
+    return j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(source + ": field \"" + key + "\" has the wrong type (" + j[key].dump() + ")");
+  }
+}
+}  // namespace
+
+int64_t ModelConfig::n_rot() const {
+  int64_t r = static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
+  return r - r % 2;
+}
+
+int64_t ModelConfig::num_parameters() const {
+  int64_t C = hidden_size, H = head_dim;
+  int64_t attn = C * num_attention_heads * H * 2 + C * num_key_value_heads * H * 2;
+  int64_t mlp = 3 * C * intermediate_size;
+  int64_t layer = attn + mlp + 2 * C + (qk_norm ? 2 * H : 0);
+  int64_t emb = vocab_size * C * (tie_word_embeddings ? 1 : 2);
+  return num_hidden_layers * layer + emb + C;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  auto bad = [&](const std::string& what) {
+    throw UserError(source + ": " + what, "fix the model's config.json");
+  };
+  if (std::find(kSupported.begin(), kSupported.end(), model_type) == kSupported.end())
+    bad("unsupported model_type \"" + model_type + "\" (supported: " + join(kSupported) + ")");
+  auto pos = [&](const char* name, int64_t v) {
+    if (v <= 0) bad(std::string(name) + " (" + std::to_string(v) + ") must be positive");
+  };
+  pos("vocab_size", vocab_size);
+  pos("hidden_size", hidden_size);
+  pos("intermediate_size", intermediate_size);
+  pos("num_hidden_layers", num_hidden_layers);
+  pos("num_attention_heads", num_attention_heads);
+  pos("num_key_value_heads", num_key_value_heads);
+  pos("head_dim", head_dim);
+  pos("max_position_embeddings", max_position_embeddings);
+  if (num_attention_heads % num_key_value_heads != 0)
+    bad("num_attention_heads (" + std::to_string(num_attention_heads) +
+        ") must be divisible by num_key_value_heads (" + std::to_string(num_key_value_heads) + ")");
+  if (!(rms_norm_eps > 0)) bad("rms_norm_eps (" + std::to_string(rms_norm_eps) + ") must be > 0");
+  if (!(rope_theta > 0)) bad("rope_theta (" + std::to_string(rope_theta) + ") must be > 0");
+  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1))
+    bad("partial_rotary_factor (" + std::to_string(partial_rotary_factor) + ") must be in (0, 1]");
+  if (n_rot() < 2) bad("head_dim * partial_rotary_factor leaves no rotary dimensions");
+  if (torch_dtype != "float32" && torch_dtype != "float16" && torch_dtype != "bfloat16")
+    bad("torch_dtype \"" + torch_dtype + "\" (supported: float32, float16, bfloat16)");
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  nlohmann::json j;
+  static const std::map<std::string, std::string> arch = {
+      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  j["architectures"] = {arch.count(model_type) ? arch.at(model_type) : model_type};
+  j["model_type"] = model_type;
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  j["head_dim"] = head_dim;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["rope_theta"] = rope_theta;
+  if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["hidden_act"] = "silu";
+  if (model_type != "qwen2") j["attention_bias"] = attention_bias;
+  if (model_type == "llama") j["mlp_bias"] = mlp_bias;
+  if (bos_token_id) j["bos_token_id"] = *bos_token_id;
+  if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
+  else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
+  j["torch_dtype"] = torch_dtype;
+  return j;
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw UserError(source + ": not a JSON object");
+  ModelConfig c;
+  if (!j.contains("model_type") || !j["model_type"].is_string())
+    throw UserError(source + ": missing \"model_type\"", "supported: " + join(kSupported));
+  c.model_type = j["model_type"].get<std::string>();
+  if (std::find(kSupported.begin(), kSupported.end(), c.model_type) == kSupported.end())
+    throw UserError(source + ": unsupported model_type \"" + c.model_type + "\"",
+                    "supported model types: " + join(kSupported));
+  auto req = [&](const char* key) -> int64_t {
+    if (!j.contains(key)) throw UserError(source + ": missing required field \"" + key + "\"");
+    return get_or<int64_t>(j, key, 0, source);
+  };
+  c.vocab_size = req("vocab_size");
+  c.hidden_size = req("hidden_size");
+  c.intermediate_size = req("intermediate_size");
+  c.num_hidden_layers = req("num_hidden_layers");
+  c.num_attention_heads = req("num_attention_heads");
+  c.num_key_value_heads = get_or<int64_t>(j, "num_key_value_heads", c.num_attention_heads, source);
+  c.head_dim = get_or<int64_t>(j, "head_dim",
+                               c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0,
+                               source);
+  c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, source);
+  c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, source);
+  c.partial_rotary_factor = get_or<double>(j, "partial_rotary_factor", 1.0, source);
+  c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 32768, source);
+  c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, source);
+  if (c.model_type == "qwen2") {
+    c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+  } else {
+    c.attention_bias = get_or<bool>(j, "attention_bias", false, source);
+    c.o_proj_bias = c.model_type == "llama" && c.attention_bias;
+  }
+  if (c.model_type == "llama") c.mlp_bias = get_or<bool>(j, "mlp_bias", false, source);
+  c.qk_norm = c.model_type == "qwen3";
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    auto& rs = j["rope_scaling"];
+    std::string type = rs.is_object() ? rs.value("rope_type", rs.value("type", "")) : "";
+    if (type != "default")
+      throw UserError(source + ": rope_scaling " + rs.dump() + " is not supported",
+                      "only plain RoPE (rope_scaling null or type \"default\") is implemented");
+  }
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+    throw UserError(source + ": hidden_act " + j["hidden_act"].dump() + " is not supported (silu only)");
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+    c.bos_token_id = j["bos_token_id"].get<int64_t>();
+  if (j.contains("eos_token_id")) {
+    auto& e = j["eos_token_id"];
+    if (e.is_number_integer()) c.eos_token_ids = {e.get<int64_t>()};
+    else if (e.is_array())
+      for (auto& x : e)
+        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int64_t>());
+  }
+  c.torch_dtype = get_or<std::string>(j, "torch_dtype", "float32", source);
+  c.validate(source);
+  return c;
+}
+
+ModelConfig ModelConfig::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError("cannot read " + path, "a model folder needs a config.json");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(path + ": not valid JSON: " + e.what());
+  }
+  return from_json(j, path);
+}
+
+ModelConfig named_shape(const std::string& name) {
+  ModelConfig c;
+  c.model_type = "qwen2";
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  c.rope_theta = 1000000.0;
+  c.vocab_size = 151936;
+  if (name == "qwen2.5-0.5b") {
+    c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14;
+    c.num_key_value_heads = 2, c.intermediate_size = 4864;
+  } else if (name == "small") {
+    c.hidden_size = 512, c.num_hidden_layers = 8, c.num_attention_heads = 8;
+    c.num_key_value_heads = 2, c.intermediate_size = 1408;
+  } else if (name == "tiny") {
+    c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+    c.num_key_value_heads = 2, c.intermediate_size = 128, c.vocab_size = 256;
+  } else {
+    std::string s;
+    for (auto& n : named_shapes()) s += (s.empty() ? "" : ", ") + n;
+    throw UserError("unknown model shape \"" + name + "\"", "known shapes: " + s);
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.validate("shape " + name);
+  return c;
+}
+
+std::vector<std::string> named_shapes() { return {"qwen2.5-0.5b", "small", "tiny"}; }
+
+}  // namespace brl::model

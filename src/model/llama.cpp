@@ -1,0 +1,200 @@
+// Llama-family decoder forward pass, the HF name map and the LM head.
+#include "model/llama.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "model/logprobs.h"
+#include "util/error.h"
+
+namespace brl::model {
+
+Model::Model(ModelConfig cfg) : config(std::move(cfg)) {
+  config.validate();
+  layers.resize(config.num_hidden_layers);
+}
+
+torch::Tensor positions_from_mask(const torch::Tensor& mask) {
+  return (mask.to(at::kLong).cumsum(-1) - 1).clamp_min(0);
+}
+
+KvCache Model::new_cache(int64_t batch, int64_t max_tokens) const {
+  return KvCache::allocate(config, batch, max_tokens, dtype());
+}
+
+torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x,
+                               const RopeCosSin& rope, const torch::Tensor& mask,
+                               KvCache* cache) const {
+  const auto& a = layer.self_attn;
+  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads;
+  const int64_t D = config.head_dim, G = config.n_groups();
+  auto q = a.q_proj.forward(x, adapters_enabled, training).view({B, T, H, D});
+  auto k = a.k_proj.forward(x, adapters_enabled, training).view({B, T, Hkv, D});
+  auto v = a.v_proj.forward(x, adapters_enabled, training).view({B, T, Hkv, D});
+  if (config.qk_norm) {
+    q = rms_norm(q, a.q_norm, config.rms_norm_eps);
+    k = rms_norm(k, a.k_norm, config.rms_norm_eps);
+  }
+  q = apply_rope(q, rope);  // [B, T, H, D]
+  k = apply_rope(k, rope);  // [B, T, Hkv, D]
+  // Query heads h = kv * G + g share kv head `kv`: group them as [B, Hkv, G*T, D] so one
+  // batched matmul per kv head serves all its queries (no repeat of K/V).
+  auto qg = q.view({B, T, Hkv, G, D}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, D});
+  torch::Tensor K, V;                    // [B, Hkv, L, D]
+  if (cache) {
+    const int64_t off = cache->len;
+    cache->k[index].narrow(2, off, T).copy_(k.transpose(1, 2));
+    cache->v[index].narrow(2, off, T).copy_(v.transpose(1, 2));
+    K = cache->k[index].narrow(2, 0, off + T);
+    V = cache->v[index].narrow(2, 0, off + T);
+  } else {
+    K = k.transpose(1, 2);
+    V = v.transpose(1, 2);
+  }
+  const int64_t L = K.size(2);
+  auto scores = at::matmul(qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  if (mask.defined()) scores = (scores.view({B, Hkv, G, T, L}) + mask).view({B, Hkv, G * T, L});
+  // Low-precision scores are normalized in f32.
+  const bool low = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
+  auto probs = low ? at::softmax(scores, -1, at::kFloat).to(x.scalar_type())
+                   : at::softmax(scores, -1);                            // [B, Hkv, G*T, L]
+  auto out = at::matmul(probs, V);                                        // [B, Hkv, G*T, D]
+  out = out.view({B, Hkv, G, T, D}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * D});
+  return a.o_proj.forward(out, adapters_enabled, training);              // [B, T, C]
+}
+
+torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
+                             KvCache* cache, const torch::Tensor& attn_mask) const {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B, T]");
+  TORCH_CHECK(positions.sizes() == input_ids.sizes(), "positions must match input_ids");
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  const int64_t off = cache ? cache->len : 0;
+  const int64_t L = off + T;
+  if (cache) {
+    TORCH_CHECK(cache->batch() == B, "cache batch ", cache->batch(), " != input batch ", B);
+    TORCH_CHECK(L <= cache->capacity(), "KV cache full: ", L, " > ", cache->capacity());
+    auto slots = cache->valid.narrow(1, off, T);
+    if (attn_mask.defined()) slots.copy_(attn_mask.to(at::kBool));
+    else slots.fill_(true);
+  }
+  // Additive mask [B, 1, 1, T, L]: key j visible to query i iff j <= off + i and j is real.
+  // A large finite negative (not -inf) keeps fully masked pad-query rows finite.
+  torch::Tensor key_valid;  // [B, L] bool or undefined (all real)
+  if (cache) key_valid = cache->valid.narrow(1, 0, L);
+  else if (attn_mask.defined()) key_valid = attn_mask.to(at::kBool);
+  torch::Tensor mask;
+  const bool need_causal = T > 1;
+  const bool need_pad = key_valid.defined() && !key_valid.all().item<bool>();
+  if (need_causal || need_pad) {
+    auto allowed = at::ones({B, T, L}, at::kBool);
+    if (need_causal) {
+      auto qi = at::arange(off, L, at::kLong).unsqueeze(1);  // [T, 1]
+      auto kj = at::arange(0, L, at::kLong).unsqueeze(0);    // [1, L]
+      allowed = allowed & (kj <= qi).unsqueeze(0);
+    }
+    if (need_pad) allowed = allowed & key_valid.unsqueeze(1);
+    mask = at::zeros({B, T, L}, at::TensorOptions().dtype(dtype()))
+               .masked_fill_(allowed.logical_not(), -1e9)
+               .view({B, 1, 1, T, L});
+  }
+  auto rope = rope_cos_sin(positions, config.n_rot(), config.rope_theta, dtype());
+  auto h = at::embedding(embed_tokens, input_ids);  // [B, T, C]
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const auto& layer = layers[l];
+    h = h + attention(layer, l, rms_norm(h, layer.input_layernorm, config.rms_norm_eps), rope,
+                      mask, cache);
+    auto x = rms_norm(h, layer.post_attention_layernorm, config.rms_norm_eps);
+    const auto& m = layer.mlp;
+    auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training)) *
+               m.up_proj.forward(x, adapters_enabled, training);  // [B, T, inter]
+    h = h + m.down_proj.forward(act, adapters_enabled, training);
+  }
+  if (cache) cache->len = L;
+  return rms_norm(h, norm, config.rms_norm_eps);  // [B, T, C]
+}
+
+torch::Tensor Model::lm_logits(const torch::Tensor& hidden) const {
+  return at::linear(hidden, output_weight());  // [..., V]
+}
+
+torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
+  auto ids = input_ids.dim() == 1 ? input_ids.unsqueeze(0) : input_ids;
+  auto pos = at::arange(ids.size(1), at::kLong).unsqueeze(0).expand({ids.size(0), ids.size(1)});
+  return lm_logits(forward(ids, pos.contiguous()));
+}
+
+torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets,
+                                    double temperature, int64_t chunk_tokens) const {
+  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, chunk_tokens);
+}
+
+std::vector<NamedTensor> Model::named_tensors() {
+  const auto& c = config;
+  const int64_t C = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
+  const int64_t qo = c.num_attention_heads * D, kv = c.num_key_value_heads * D;
+  std::vector<NamedTensor> out;
+  out.push_back({"model.embed_tokens.weight", &embed_tokens, {c.vocab_size, C}});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    auto& L = layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.push_back({p + "input_layernorm.weight", &L.input_layernorm, {C}});
+    auto lin = [&](const std::string& name, Linear& lin, int64_t o, int64_t i, bool bias) {
+      out.push_back({p + name + ".weight", &lin.weight, {o, i}});
+      if (bias) out.push_back({p + name + ".bias", &lin.bias, {o}});
+    };
+    auto& a = L.self_attn;
+    lin("self_attn.q_proj", a.q_proj, qo, C, c.attention_bias);
+    lin("self_attn.k_proj", a.k_proj, kv, C, c.attention_bias);
+    lin("self_attn.v_proj", a.v_proj, kv, C, c.attention_bias);
+    lin("self_attn.o_proj", a.o_proj, C, qo, c.o_proj_bias);
+    if (c.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", &a.q_norm, {D}});
+      out.push_back({p + "self_attn.k_norm.weight", &a.k_norm, {D}});
+    }
+    out.push_back({p + "post_attention_layernorm.weight", &L.post_attention_layernorm, {C}});
+    lin("mlp.gate_proj", L.mlp.gate_proj, I, C, c.mlp_bias);
+    lin("mlp.up_proj", L.mlp.up_proj, I, C, c.mlp_bias);
+    lin("mlp.down_proj", L.mlp.down_proj, C, I, c.mlp_bias);
+  }
+  out.push_back({"model.norm.weight", &norm, {C}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", &lm_head, {c.vocab_size, C}});
+  return out;
+}
+
+std::vector<std::pair<std::string, Linear*>> Model::projections() {
+  std::vector<std::pair<std::string, Linear*>> out;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    auto& L = layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.emplace_back(p + "self_attn.q_proj", &L.self_attn.q_proj);
+    out.emplace_back(p + "self_attn.k_proj", &L.self_attn.k_proj);
+    out.emplace_back(p + "self_attn.v_proj", &L.self_attn.v_proj);
+    out.emplace_back(p + "self_attn.o_proj", &L.self_attn.o_proj);
+    out.emplace_back(p + "mlp.gate_proj", &L.mlp.gate_proj);
+    out.emplace_back(p + "mlp.up_proj", &L.mlp.up_proj);
+    out.emplace_back(p + "mlp.down_proj", &L.mlp.down_proj);
+  }
+  return out;
+}
+
+void Model::set_requires_grad(bool on) {
+  for (auto& nt : named_tensors())
+    if (nt.tensor->defined()) nt.tensor->set_requires_grad(on);
+}
+
+void Model::to(torch::ScalarType dt) {
+  for (auto& nt : named_tensors())
+    if (nt.tensor->defined() && nt.tensor->scalar_type() != dt) {
+      bool rg = nt.tensor->requires_grad();
+      *nt.tensor = nt.tensor->detach().to(dt).set_requires_grad(rg);
+    }
+  for (auto& [name, lin] : projections())
+    if (lin->lora) {
+      lin->lora->A = lin->lora->A.to(dt);
+      lin->lora->B = lin->lora->B.to(dt);
+    }
+}
+
+}  // namespace brl::model

@@ -1,0 +1,122 @@
+// ModelConfig from HF config.json: published Qwen2.5-0.5B / Qwen3 / Llama fields, defaults,
+// validation messages quoting values, unknown model_type.
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+
+#include "util/error.h"
+
+using namespace brl::model;
+using nlohmann::json;
+
+namespace {
+// Qwen2.5-0.5B's published config.json (the fields we read).
+json qwen25_05b() {
+  return json::parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+    "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.1", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})");
+}
+std::string error_of(const json& j) {
+  try {
+    ModelConfig::from_json(j, "cfg.json");
+  } catch (const brl::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(ModelConfig, ParsesQwen2) {
+  auto c = ModelConfig::from_json(qwen25_05b());
+  EXPECT_EQ(c.model_type, "qwen2");
+  EXPECT_EQ(c.hidden_size, 896);
+  EXPECT_EQ(c.head_dim, 64);  // default hidden / heads
+  EXPECT_EQ(c.n_groups(), 7);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.o_proj_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{151643});
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.n_rot(), 64);
+  // Qwen2.5-0.5B has 494M parameters (published figure: 0.49B).
+  EXPECT_NEAR(c.num_parameters() / 1e6, 494.0, 1.0);
+}
+
+TEST(ModelConfig, ParsesQwen3AndLlama) {
+  auto q3 = qwen25_05b();
+  q3["model_type"] = "qwen3";
+  q3["head_dim"] = 128;
+  q3["attention_bias"] = false;
+  auto c = ModelConfig::from_json(q3);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.head_dim, 128);
+
+  auto ll = qwen25_05b();
+  ll["model_type"] = "llama";
+  ll["attention_bias"] = true;
+  ll["eos_token_id"] = {128001, 128008, 128009};
+  ll["partial_rotary_factor"] = 0.5;
+  c = ModelConfig::from_json(ll);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.o_proj_bias);
+  EXPECT_EQ(c.eos_token_ids.size(), 3u);
+  EXPECT_EQ(c.n_rot(), 32);
+}
+
+TEST(ModelConfig, Errors) {
+  auto j = qwen25_05b();
+  j["model_type"] = "gpt2";
+  auto e = error_of(j);
+  EXPECT_NE(e.find("gpt2"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama, qwen2, qwen3"), std::string::npos) << e;
+
+  j = qwen25_05b();
+  j["num_key_value_heads"] = 3;
+  e = error_of(j);
+  EXPECT_NE(e.find("num_attention_heads (14) must be divisible by num_key_value_heads (3)"),
+            std::string::npos) << e;
+
+  j = qwen25_05b();
+  j.erase("hidden_size");
+  EXPECT_NE(error_of(j).find("\"hidden_size\""), std::string::npos);
+
+  j = qwen25_05b();
+  j["hidden_size"] = "big";
+  EXPECT_NE(error_of(j).find("hidden_size"), std::string::npos);
+
+  j = qwen25_05b();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(error_of(j).find("rope_scaling"), std::string::npos);
+
+  j = qwen25_05b();
+  j["rms_norm_eps"] = -1.0;
+  EXPECT_NE(error_of(j).find("rms_norm_eps"), std::string::npos);
+}
+
+TEST(ModelConfig, JsonRoundTrip) {
+  for (std::string type : {"llama", "qwen2", "qwen3"}) {
+    auto j = qwen25_05b();
+    j["model_type"] = type;
+    auto c = ModelConfig::from_json(j);
+    auto d = ModelConfig::from_json(c.to_json());
+    EXPECT_EQ(d.to_json(), c.to_json()) << type;
+    EXPECT_EQ(d.attention_bias, c.attention_bias);
+    EXPECT_EQ(d.qk_norm, c.qk_norm);
+  }
+}
+
+TEST(ModelConfig, NamedShapes) {
+  auto s = named_shape("small");
+  EXPECT_EQ(s.hidden_size, 512);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_THROW(named_shape("huge"), brl::UserError);
+}
