@@ -1,0 +1,47 @@
+// Batched sampling with the KV cache: P prompts x G completions. Each prompt is prefilled
+// once (left-padded together), its cache rows replicated G times, then all rows decode in
+// lock step; rows that finish (stop token or length) are dropped from the batch. Each
+// completion draws from its own RNG stream derived from (seed, prompt, sample), so a run is
+// repeatable for a seed. Works on token ids only (no tokenizer dependency).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "generate/sampler.h"
+
+namespace brl::model {
+class Model;
+}
+
+namespace brl::gen {
+
+struct GenerateOptions {
+  int64_t num_generations = 1;    // G completions per prompt
+  int64_t max_new_tokens = 128;
+  double temperature = 1.0;       // 0: greedy
+  int64_t top_k = 0;              // 0: off
+  double top_p = 1.0;             // 1: off
+  std::vector<int64_t> stop_token_ids;  // eos etc.; the stop token is kept in the output
+  uint64_t seed = 0;
+  void validate() const;  // UserError quoting bad values
+};
+
+enum class FinishReason { kStop, kLength };
+const char* finish_reason_name(FinishReason r);
+
+struct Completion {
+  int64_t prompt_index = 0;
+  int64_t sample_index = 0;          // 0..G-1 within its prompt
+  std::vector<int32_t> tokens;       // generated ids (including the stop token, if any)
+  std::vector<float> logprobs;       // log_softmax(logits at T=1)[token], before any filter
+  FinishReason finish = FinishReason::kLength;
+};
+
+// Completions in order prompt 0 samples 0..G-1, prompt 1 ... . Prompts must be non-empty.
+std::vector<Completion> generate(const model::Model& model,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerateOptions& opts);
+
+}  // namespace brl::gen

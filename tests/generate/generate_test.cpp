@@ -1,0 +1,206 @@
+// Batched generation against full uncached forward passes: greedy tokens are the argmax and
+// every reported log-prob equals log_softmax of the full forward at the sampled token, for
+// left-padded multi-prompt batches with per-sequence stops. Seeds repeat; top-k / top-p
+// restrict the support and sample in proportion to the renormalized probabilities.
+#include "generate/generate.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "model/loader.h"
+#include "util/error.h"
+
+using namespace brl;
+using namespace brl::gen;
+
+namespace {
+const int kThreads = (at::set_num_threads(std::max(1u, std::thread::hardware_concurrency())), 0);
+
+model::ModelConfig cfg_of(const std::string& type) {
+  auto c = model::named_shape("tiny");  // qwen2, vocab 256, 2 layers, GQA 4/2
+  c.model_type = type;
+  c.attention_bias = type == "qwen2";
+  c.qk_norm = type == "qwen3";
+  c.vocab_size = 61;
+  return c;
+}
+
+const std::vector<std::vector<int32_t>> kPrompts = {{5, 9, 2}, {1, 2, 3, 4, 5, 6, 7}, {40}};
+
+// Full uncached log-softmax of prompt + generated prefix, at each generated position.
+void check_against_full_forward(const model::Model& m, const std::vector<int32_t>& prompt,
+                                const Completion& c, bool greedy) {
+  std::vector<int64_t> seq(prompt.begin(), prompt.end());
+  seq.insert(seq.end(), c.tokens.begin(), c.tokens.end());
+  auto ids = at::tensor(at::ArrayRef<int64_t>(seq), at::kLong);
+  at::Tensor logp;
+  {
+    at::NoGradGuard ng;
+    logp = at::log_softmax(m.logits(ids)[0], -1);  // [T, V]
+  }
+  const int64_t n = prompt.size();
+  ASSERT_EQ(c.logprobs.size(), c.tokens.size());
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    auto row = logp[n - 1 + i];
+    EXPECT_NEAR(c.logprobs[i], row[c.tokens[i]].item<float>(), 1e-5) << "step " << i;
+    if (greedy) {
+      EXPECT_EQ(c.tokens[i], row.argmax().item<int64_t>()) << "step " << i;
+    }
+  }
+}
+}  // namespace
+
+class Families : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Families, GreedyMatchesFullForwardWithStops) {
+  auto m = model::random_model(cfg_of(GetParam()), 31, 0.3);
+  GenerateOptions o;
+  o.temperature = 0;
+  o.max_new_tokens = 12;
+  o.num_generations = 2;
+  // Stop on the greedy continuation's 3rd token of prompt 0, so rows finish at different steps.
+  auto probe = generate(m, {kPrompts[0]}, o);
+  o.stop_token_ids = {probe[0].tokens[2]};
+  auto out = generate(m, kPrompts, o);
+  ASSERT_EQ(out.size(), 6u);
+  bool saw_stop = false, saw_length = false;
+  for (auto& c : out) {
+    check_against_full_forward(m, kPrompts[c.prompt_index], c, true);
+    if (c.finish == FinishReason::kStop) {
+      saw_stop = true;
+      EXPECT_EQ(c.tokens.back(), o.stop_token_ids[0]);
+    } else {
+      saw_length = true;
+      EXPECT_EQ(c.tokens.size(), 12u);
+    }
+  }
+  EXPECT_TRUE(saw_stop);
+  EXPECT_EQ(out[0].tokens.size(), 3u);
+  (void)saw_length;
+  // Greedy: both samples of a prompt agree, and a rerun is identical.
+  EXPECT_EQ(out[2].tokens, out[3].tokens);
+  auto again = generate(m, kPrompts, o);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(again[i].tokens, out[i].tokens);
+}
+
+TEST_P(Families, SampledLogprobsMatchFullForward) {
+  auto m = model::random_model(cfg_of(GetParam()), 32, 0.3);
+  GenerateOptions o;
+  o.temperature = 0.8;
+  o.top_k = 20;
+  o.top_p = 0.9;
+  o.max_new_tokens = 10;
+  o.num_generations = 4;
+  o.stop_token_ids = {7, 11};
+  o.seed = 123;
+  auto out = generate(m, kPrompts, o);
+  ASSERT_EQ(out.size(), 12u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].prompt_index, static_cast<int64_t>(i / 4));
+    EXPECT_EQ(out[i].sample_index, static_cast<int64_t>(i % 4));
+    check_against_full_forward(m, kPrompts[out[i].prompt_index], out[i], false);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Generate, Families, ::testing::Values("llama", "qwen2", "qwen3"));
+
+TEST(Generate, SeedRepeatsAndDiffers) {
+  auto m = model::random_model(cfg_of("qwen2"), 33, 0.3);
+  GenerateOptions o;
+  o.max_new_tokens = 16;
+  o.num_generations = 3;
+  o.seed = 7;
+  auto a = generate(m, kPrompts, o), b = generate(m, kPrompts, o);
+  o.seed = 8;
+  auto c = generate(m, kPrompts, o);
+  int differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens);
+    EXPECT_EQ(a[i].logprobs, b[i].logprobs);
+    differ += a[i].tokens != c[i].tokens;
+  }
+  EXPECT_GT(differ, 0);
+  // Samples of one prompt differ from each other (own RNG streams).
+  EXPECT_NE(a[0].tokens, a[1].tokens);
+}
+
+// First-token frequencies over many samples follow the (filtered, renormalized) softmax.
+TEST(Generate, SamplingFollowsDistribution) {
+  auto m = model::random_model(cfg_of("qwen2"), 34, 1.0);
+  const std::vector<int32_t> prompt = {3, 1, 4};
+  at::Tensor p;
+  {
+    at::NoGradGuard ng;
+    p = at::softmax(m.logits(at::tensor({3, 1, 4}, at::kLong))[0][2] / 0.7, -1);  // [V]
+  }
+  const int64_t N = 4000, V = p.size(0);
+  auto sorted = std::get<1>(p.sort(-1, /*descending=*/true));
+  struct Case { int64_t top_k; double top_p; };
+  for (auto cs : {Case{0, 1.0}, Case{5, 1.0}, Case{0, 0.6}}) {
+    GenerateOptions o;
+    o.temperature = 0.7;
+    o.top_k = cs.top_k;
+    o.top_p = cs.top_p;
+    o.max_new_tokens = 1;
+    o.num_generations = N;
+    o.seed = 99;
+    auto out = generate(m, {prompt}, o);
+    // The expected support and renormalized probabilities.
+    std::vector<double> q(V, 0.0);
+    double mass = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      int64_t t = sorted[i].item<int64_t>();
+      if (cs.top_k && i >= cs.top_k) break;
+      if (cs.top_p < 1 && mass >= cs.top_p) break;
+      q[t] = p[t].item<double>();
+      mass += q[t];
+    }
+    std::vector<int64_t> count(V, 0);
+    for (auto& c : out) count[c.tokens[0]]++;
+    for (int64_t t = 0; t < V; ++t) {
+      const double want = q[t] / mass;
+      if (want == 0) {
+        EXPECT_EQ(count[t], 0) << "token " << t << " outside the support (k " << cs.top_k << ", p " << cs.top_p << ")";
+        continue;
+      }
+      const double sd = std::sqrt(N * want * (1 - want));
+      EXPECT_NEAR(count[t], N * want, 5 * sd + 2) << "token " << t;
+    }
+  }
+}
+
+TEST(Generate, TopKOneAndTinyTopPAreGreedy) {
+  auto m = model::random_model(cfg_of("qwen3"), 35, 0.3);
+  GenerateOptions g;
+  g.temperature = 0;
+  g.max_new_tokens = 8;
+  auto greedy = generate(m, kPrompts, g);
+  for (auto [k, p] : {std::pair<int64_t, double>{1, 1.0}, {0, 1e-6}}) {
+    GenerateOptions o = g;
+    o.temperature = 1.0;
+    o.top_k = k;
+    o.top_p = p;
+    o.seed = 5;
+    auto out = generate(m, kPrompts, o);
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].tokens, greedy[i].tokens);
+  }
+}
+
+TEST(Generate, BadOptionsAndPrompts) {
+  auto m = model::random_model(cfg_of("qwen2"), 36);
+  GenerateOptions o;
+  o.top_p = 0;
+  EXPECT_THROW(generate(m, kPrompts, o), UserError);
+  o = {};
+  o.num_generations = 0;
+  EXPECT_THROW(generate(m, kPrompts, o), UserError);
+  o = {};
+  EXPECT_THROW(generate(m, {{}}, o), UserError);
+  EXPECT_THROW(generate(m, {{1, 500}}, o), UserError);
+  EXPECT_TRUE(generate(m, {}, o).empty());
+}
