@@ -1,0 +1,83 @@
+// `bucketrl generate`: sample completions for a prompt from a Hugging Face model folder.
+// Plain output prints each completion's text; --json prints one JSON object per completion
+// with the text, the generated token ids and their log-probabilities (T=1, unfiltered).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "cli/command.h"
+#include "generate/generate.h"
+#include "model/loader.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace {
+struct Args {
+  std::string model_dir, prompt, dtype = "f32";
+  brl::gen::GenerateOptions gen;
+  bool json = false, add_special = false;
+};
+
+int run(const Args& a) {
+  brl::cli::init_compute();
+  auto tok = brl::tok::Tokenizer::from_dir(a.model_dir);
+  brl::model::LoadOptions lo;
+  if (a.dtype == "bf16") lo.dtype = torch::kBFloat16;
+  else if (a.dtype != "f32") throw brl::UserError("--dtype " + a.dtype + ": expected f32 or bf16");
+  auto model = brl::model::load_model(a.model_dir, lo);
+
+  auto opts = a.gen;
+  std::set<int64_t> stops(opts.stop_token_ids.begin(), opts.stop_token_ids.end());
+  for (auto id : tok.eos_ids()) stops.insert(id);
+  for (auto id : model.config.eos_token_ids) stops.insert(id);
+  opts.stop_token_ids.assign(stops.begin(), stops.end());
+
+  auto ids = tok.encode(a.prompt, a.add_special);
+  if (ids.empty()) throw brl::UserError("--prompt encodes to no tokens", "pass a non-empty prompt");
+  auto out = brl::gen::generate(model, {ids}, opts);
+  for (auto& c : out) {
+    // The stop token is part of the completion (GRPO trains on it) but not of its text.
+    std::vector<int32_t> shown = c.tokens;
+    if (c.finish == brl::gen::FinishReason::kStop && !shown.empty()) shown.pop_back();
+    const std::string text = tok.decode(shown, /*skip_special_tokens=*/true);
+    if (a.json) {
+      nlohmann::json j = {{"prompt_index", c.prompt_index},
+                          {"sample_index", c.sample_index},
+                          {"text", text},
+                          {"token_ids", c.tokens},
+                          {"logprobs", c.logprobs},
+                          {"finish_reason", brl::gen::finish_reason_name(c.finish)}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      if (out.size() > 1) std::printf("--- completion %lld (%s)\n", (long long)c.sample_index,
+                                      brl::gen::finish_reason_name(c.finish));
+      std::printf("%s%s\n", a.prompt.c_str(), text.c_str());
+    }
+  }
+  return 0;
+}
+
+brl::cli::Register reg("generate", "sample completions of a prompt from a model folder",
+                       [](CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  app.add_option("--model", a->model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
+      ->required();
+  app.add_option("--prompt", a->prompt, "prompt text")->required();
+  app.add_option("-n,--num-generations", a->gen.num_generations, "completions to sample")
+      ->default_val(1);
+  app.add_option("--temperature", a->gen.temperature, "sampling temperature; 0 = greedy")
+      ->default_val(1.0);
+  app.add_option("--top-k", a->gen.top_k, "keep the k most likely tokens; 0 = off")->default_val(0);
+  app.add_option("--top-p", a->gen.top_p, "nucleus sampling mass; 1 = off")->default_val(1.0);
+  app.add_option("--max-new-tokens", a->gen.max_new_tokens, "tokens to generate at most")
+      ->default_val(128);
+  app.add_option("--seed", a->gen.seed, "random seed (same seed, same samples)")->default_val(0);
+  app.add_option("--stop-id", a->gen.stop_token_ids, "extra stop token ids (eos always stops)");
+  app.add_option("--dtype", a->dtype, "compute dtype: f32 | bf16")->default_val("f32");
+  app.add_flag("--add-special-tokens", a->add_special, "let the tokenizer add BOS etc. to the prompt");
+  app.add_flag("--json", a->json, "one JSON object per completion: text, token_ids, logprobs");
+  return [a] { return run(*a); };
+});
+}  // namespace
