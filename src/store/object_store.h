@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/status.h"
@@ -67,6 +68,18 @@ class ObjectStore {
   // All pages of a listing.
   Result<std::vector<ObjectInfo>> list_all(const std::string& prefix, const std::string& start_after = "");
 };
+
+// Names starting with this are the directory store's temporary files: never listed, never keys.
+inline constexpr std::string_view kTempPrefix = ".brl-tmp-";
+
+// Keys every backend accepts (and the same ones everywhere, so a run can move between a
+// directory and S3): 1..1024 bytes, '/'-separated segments, none empty, "." or "..", no NUL,
+// no leading '/', no segment starting with ".brl-tmp-" (reserved for the directory store's
+// temporary files). Returns kInvalidArgument naming the key and the rule it broke.
+Status validate_key(const std::string& key);
+// A list prefix: "" or a key prefix whose complete segments (up to the last '/') obey the
+// rules above; the last partial segment may be anything but contain NUL.
+Status validate_prefix(const std::string& prefix);
 
 // Opens "file:///abs/path", a plain path, or "s3://bucket[/prefix]" (S3 settings from the
 // environment: AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ... see s3_store.h).
