@@ -1,0 +1,158 @@
+#include "grpo/pretrain.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "grpo/trainer.h"
+#include "model/loader.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace brl::grpo {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int kEos = 256;
+
+// GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to U+0100 onwards.
+std::string byte_symbol(int b) {
+  static std::vector<int> cp = [] {
+    std::vector<int> m(256, -1);
+    for (int c = 33; c <= 126; ++c) m[c] = c;
+    for (int c = 161; c <= 172; ++c) m[c] = c;
+    for (int c = 174; c <= 255; ++c) m[c] = c;
+    int n = 0;
+    for (int c = 0; c < 256; ++c)
+      if (m[c] < 0) m[c] = 256 + n++;
+    return m;
+  }();
+  int c = cp[b];
+  std::string s;
+  if (c < 0x80) s += static_cast<char>(c);
+  else {
+    s += static_cast<char>(0xC0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return s;
+}
+
+void write_json(const fs::path& p, const nlohmann::json& j) {
+  std::ofstream f(p);
+  f << j.dump(2) << "\n";
+  if (!f) throw UserError("cannot write '" + p.string() + "'");
+}
+}  // namespace
+
+void write_byte_tokenizer(const std::string& dir) {
+  fs::create_directories(dir);
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
+  nlohmann::json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  nlohmann::json tok = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       {{{"id", kEos}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+         {"normalized", false}, {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", bl},
+      {"post_processor", nullptr},
+      {"decoder", bl},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab},
+        {"merges", nlohmann::json::array()}}}};
+  write_json(fs::path(dir) / "tokenizer.json", tok);
+  write_json(fs::path(dir) / "tokenizer_config.json",
+             {{"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}, {"bos_token", nullptr},
+              {"model_max_length", 512}, {"tokenizer_class", "PreTrainedTokenizerFast"}});
+  write_json(fs::path(dir) / "generation_config.json", {{"eos_token_id", kEos}, {"pad_token_id", kEos}});
+}
+
+model::ModelConfig demo_model_config(const PretrainOptions& o) {
+  model::ModelConfig c;
+  c.model_type = "llama";
+  c.vocab_size = 257;
+  c.hidden_size = o.hidden_size;
+  c.intermediate_size = o.intermediate_size;
+  c.num_hidden_layers = o.num_layers;
+  c.num_attention_heads = o.num_heads;
+  c.num_key_value_heads = o.num_kv_heads;
+  c.head_dim = o.hidden_size / o.num_heads;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.max_position_embeddings = 512;
+  c.tie_word_embeddings = true;
+  c.eos_token_ids = {kEos};
+  c.validate("demo model");
+  return c;
+}
+
+PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progress) {
+  auto t0 = std::chrono::steady_clock::now();
+  write_byte_tokenizer(o.out_dir);
+  auto tk = tok::Tokenizer::from_dir(o.out_dir);
+  auto m = model::random_model(demo_model_config(o), o.seed, 0.02);
+  m.set_requires_grad(true);
+  std::vector<torch::Tensor> params;
+  for (auto& nt : m.named_tensors())
+    if (nt.tensor->defined()) params.push_back(*nt.tensor);
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.learning_rate).weight_decay(0.01));
+  PretrainResult res;
+  uint64_t cursor = 0;
+  for (int step = 1; step <= o.max_steps; ++step) {
+    // A batch of "prompt answer<eos>" sequences; loss on the answer and eos only.
+    std::vector<std::vector<int32_t>> seqs;
+    std::vector<size_t> prompt_len;
+    size_t L = 0;
+    for (int b = 0; b < o.batch_size; ++b) {
+      auto e = task.train_example(cursor++, 0, 1);
+      auto p = tk.encode(e.prompt), a = tk.encode(e.answer);
+      prompt_len.push_back(p.size());
+      p.insert(p.end(), a.begin(), a.end());
+      p.push_back(kEos);
+      L = std::max(L, p.size());
+      seqs.push_back(std::move(p));
+    }
+    auto ids = torch::full({o.batch_size, static_cast<int64_t>(L)}, kEos, torch::kLong);  // right padding
+    auto w = torch::zeros({o.batch_size, static_cast<int64_t>(L) - 1});
+    auto ia = ids.accessor<int64_t, 2>();
+    auto wa = w.accessor<float, 2>();
+    for (int b = 0; b < o.batch_size; ++b) {
+      for (size_t k = 0; k < seqs[b].size(); ++k) ia[b][k] = seqs[b][k];
+      for (size_t k = prompt_len[b]; k < seqs[b].size(); ++k) wa[b][k - 1] = 1.f;  // predicts token k
+    }
+    auto pos = torch::arange(static_cast<int64_t>(L), torch::kLong).unsqueeze(0).expand({o.batch_size, -1});
+    auto h = m.forward(ids, pos);
+    auto lp = m.token_logprobs(h.slice(1, 0, L - 1), ids.slice(1, 1, L));  // [B, L-1]
+    auto loss = -(lp * w).sum() / w.sum();
+    opt.zero_grad();
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
+    opt.step();
+    res.steps = step;
+    if (step % o.eval_every == 0 || step == o.max_steps) {
+      torch::NoGradGuard ng;
+      auto ev = evaluate(m, tk, task, o.eval_examples, 8, 0.0, 0);
+      res.accuracy = ev.accuracy;
+      if (progress)
+        LOG_INFO("pretrain step {}/{}: loss {:.4f}, held-out accuracy {:.3f} (stop at {:.2f})", step, o.max_steps,
+                 loss.item<double>(), ev.accuracy, o.target_accuracy);
+      if (ev.accuracy >= o.target_accuracy) break;
+    }
+  }
+  m.set_requires_grad(false);
+  model::save_model(m, o.out_dir);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace brl::grpo

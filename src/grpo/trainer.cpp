@@ -1,0 +1,271 @@
+#include "grpo/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "generate/generate.h"
+#include "grpo/loss.h"
+#include "lora/lora.h"
+#include "tasks/rewards.h"
+#include "util/error.h"
+
+namespace brl::grpo {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<int64_t> stop_ids(const tok::Tokenizer& tk) {
+  std::vector<int64_t> s;
+  for (int32_t e : tk.eos_ids()) s.push_back(e);
+  return s;
+}
+
+std::vector<int32_t> encode_prompt(const tok::Tokenizer& tk, const std::string& text, int max_len) {
+  auto ids = tk.encode(text, /*add_special_tokens=*/true);
+  if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
+  return ids;
+}
+}  // namespace
+
+std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens) {
+  std::vector<int32_t> t = tokens;
+  auto eos = tk.eos_ids();
+  while (!t.empty() && std::find(eos.begin(), eos.end(), t.back()) != eos.end()) t.pop_back();
+  return tk.decode(t, /*skip_special_tokens=*/true);
+}
+
+std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
+                                     const std::vector<const tasks::Example*>& ex,
+                                     const std::vector<std::string>& comp, std::vector<double>* first) {
+  if (!weights.empty() && weights.size() != task.rewards.size())
+    throw UserError("grpo.reward_weights has " + std::to_string(weights.size()) + " entries for " +
+                    std::to_string(task.rewards.size()) + " reward functions");
+  std::vector<double> total(comp.size(), 0.0);
+  for (size_t k = 0; k < task.rewards.size(); ++k) {
+    auto s = task.rewards[k]->score(ex, comp);
+    if (k == 0 && first) *first = s;
+    double w = weights.empty() ? 1.0 : weights[k];
+    for (size_t i = 0; i < s.size(); ++i) total[i] += w * s[i];
+  }
+  return total;
+}
+
+EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
+                    int max_new_tokens, double temperature, uint64_t seed) {
+  const auto& set = task.eval_set();
+  size_t n = std::min(set.size(), static_cast<size_t>(std::max(0, max_examples)));
+  EvalResult r;
+  const size_t kBatch = 64;
+  double acc = 0, rew = 0;
+  for (size_t b = 0; b < n; b += kBatch) {
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<const tasks::Example*> ex;
+    for (size_t i = b; i < std::min(n, b + kBatch); ++i) {
+      prompts.push_back(encode_prompt(tk, set[i].prompt, 1 << 20));
+      ex.push_back(&set[i]);
+    }
+    gen::GenerateOptions o;
+    o.max_new_tokens = max_new_tokens;
+    o.temperature = temperature;
+    o.stop_token_ids = stop_ids(tk);
+    o.seed = seed;
+    auto comps = gen::generate(m, prompts, o);
+    std::vector<std::string> texts;
+    for (auto& c : comps) texts.push_back(completion_text(tk, c.tokens));
+    std::vector<double> first;
+    auto total = combined_rewards(task, {}, ex, texts, &first);
+    for (size_t i = 0; i < texts.size(); ++i) acc += first[i], rew += total[i];
+  }
+  r.n = static_cast<int64_t>(n);
+  if (n) r.accuracy = acc / n, r.reward_mean = rew / n;
+  return r;
+}
+
+GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard,
+                         int num_shards, std::vector<double> weights)
+    : m_(m), tk_(tk), task_(task), cfg_(std::move(cfg)), shard_(shard), num_shards_(num_shards) {
+  cfg_.validate();
+  weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
+  m_.set_requires_grad(false);  // the base stays frozen and shared
+  params_ = lora::parameters(m_);
+  if (params_.empty()) throw UserError("GRPO trainer: the model has no LoRA adapter attached", "attach one (lora config)");
+  for (auto& p : params_) p.set_requires_grad(true);
+  torch::optim::AdamWOptions o(cfg_.learning_rate);
+  o.betas({cfg_.adam_beta1, cfg_.adam_beta2}).eps(cfg_.adam_epsilon).weight_decay(cfg_.weight_decay);
+  opt_ = std::make_unique<torch::optim::AdamW>(params_, o);
+}
+
+GrpoTrainer::~GrpoTrainer() = default;
+
+double GrpoTrainer::current_lr() const {
+  double total = std::max(1, cfg_.max_steps), s = static_cast<double>(step_);
+  double warm = std::ceil(cfg_.warmup_ratio * total);
+  if (warm > 0 && s < warm) return cfg_.learning_rate * (s + 1) / warm;
+  double p = std::clamp((s - warm) / std::max(1.0, total - warm), 0.0, 1.0);
+  if (cfg_.lr_scheduler_type == "constant") return cfg_.learning_rate;
+  if (cfg_.lr_scheduler_type == "cosine") return cfg_.learning_rate * 0.5 * (1 + std::cos(M_PI * p));
+  return cfg_.learning_rate * (1 - p);  // linear
+}
+
+StepStats GrpoTrainer::step() {
+  StepStats st;
+  st.step = step_ + 1;
+  const int G = cfg_.num_generations, P = cfg_.prompts_per_step();
+  // 1. Prompts of this worker's shard.
+  std::vector<tasks::Example> examples;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < P; ++i) {
+    examples.push_back(task_.train_example(cursor_ + i, shard_, num_shards_));
+    prompts.push_back(encode_prompt(tk_, examples.back().prompt, cfg_.max_prompt_length));
+  }
+  cursor_ += P;
+  // 2. Generate G completions per prompt with the current policy.
+  auto t0 = Clock::now();
+  m_.training = false;
+  gen::GenerateOptions go;
+  go.num_generations = G;
+  go.max_new_tokens = cfg_.max_completion_length;
+  go.temperature = cfg_.temperature;
+  go.top_k = cfg_.top_k;
+  go.top_p = cfg_.top_p;
+  go.stop_token_ids = stop_ids(tk_);
+  go.seed = static_cast<uint64_t>(cfg_.seed) * 1000003ULL + static_cast<uint64_t>(step_) * 7919ULL + shard_;
+  auto comps = gen::generate(m_, prompts, go);
+  st.gen_seconds = seconds_since(t0);
+  // 3. Rewards and group-relative advantages.
+  std::vector<const tasks::Example*> ex;
+  std::vector<std::string> texts;
+  for (auto& c : comps) {
+    ex.push_back(&examples[static_cast<size_t>(c.prompt_index)]);
+    texts.push_back(completion_text(tk_, c.tokens));
+  }
+  std::vector<double> first;
+  auto rewards = combined_rewards(task_, weights_, ex, texts, &first);
+  at::Tensor r = torch::tensor(rewards, torch::kDouble);
+  at::Tensor adv = group_advantages(r, G, cfg_.scale_rewards);  // [P*G]
+  st.reward_mean = r.mean().item<double>();
+  st.reward_std = r.std().item<double>();
+  for (double a : first) st.accuracy += a / first.size();
+  st.samples = static_cast<int64_t>(comps.size());
+
+  // 4. The training batch: prompts left-padded to Lp, completions right-padded to Lc.
+  const int64_t N = static_cast<int64_t>(comps.size());
+  int64_t Lp = 0, Lc = 1;
+  for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
+  for (auto& c : comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
+  at::Tensor ids = torch::zeros({N, Lp + Lc}, torch::kLong);       // [N, Lp+Lc]
+  at::Tensor attn = torch::zeros({N, Lp + Lc}, torch::kBool);
+  at::Tensor cmask = torch::zeros({N, Lc}, torch::kFloat);         // completion tokens
+  at::Tensor old_lp = torch::zeros({N, Lc}, torch::kFloat);
+  auto ida = ids.accessor<int64_t, 2>();
+  auto ata = attn.accessor<bool, 2>();
+  auto cma = cmask.accessor<float, 2>();
+  auto ola = old_lp.accessor<float, 2>();
+  for (int64_t i = 0; i < N; ++i) {
+    const auto& p = prompts[static_cast<size_t>(comps[i].prompt_index)];
+    int64_t off = Lp - static_cast<int64_t>(p.size());
+    for (size_t k = 0; k < p.size(); ++k) ida[i][off + k] = p[k], ata[i][off + k] = true;
+    const auto& c = comps[i];
+    bool drop = cfg_.mask_truncated_completions && c.finish == gen::FinishReason::kLength;
+    for (size_t k = 0; k < c.tokens.size(); ++k) {
+      ida[i][Lp + k] = c.tokens[k];
+      ata[i][Lp + k] = true;
+      cma[i][k] = drop ? 0.f : 1.f;
+      ola[i][k] = c.logprobs[k];
+    }
+    st.tokens += static_cast<int64_t>(c.tokens.size());
+  }
+  st.completion_length = static_cast<double>(st.tokens) / std::max<int64_t>(1, N);
+  at::Tensor pos = model::positions_from_mask(attn);
+  at::Tensor targets = ids.slice(1, Lp, Lp + Lc);  // [N, Lc]
+  // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
+  auto completion_logps = [&](const at::Tensor& rows) {
+    at::Tensor h = m_.forward(ids.index_select(0, rows), pos.index_select(0, rows), nullptr, attn.index_select(0, rows));
+    return m_.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), targets.index_select(0, rows), 1.0);  // [n, Lc]
+  };
+
+  // 5. Reference log-probs (adapter off), only when the KL term is on.
+  at::Tensor ref_lp;
+  if (cfg_.beta > 0) {
+    torch::NoGradGuard ng;
+    m_.adapters_enabled = false;
+    ref_lp = completion_logps(torch::arange(N, torch::kLong));
+    m_.adapters_enabled = true;
+    ++ref_passes_;
+  }
+
+  // 6. num_iterations passes over micro-batches; one optimizer step per pass.
+  auto t1 = Clock::now();
+  m_.training = true;
+  const int64_t mb = cfg_.per_device_train_batch_size;
+  const double total_tokens = std::max(1.0, cmask.sum().item<double>());
+  double lr = current_lr();
+  for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  LossOptions lo;
+  lo.loss_type = cfg_.loss_type;
+  lo.epsilon_low = cfg_.epsilon;
+  lo.epsilon_high = cfg_.eps_high();
+  lo.beta = cfg_.beta;
+  lo.max_completion_length = cfg_.max_completion_length;
+  lo.num_items_in_batch = total_tokens;
+  const int64_t n_micro = (N + mb - 1) / mb;
+  double loss_sum = 0, kl_sum = 0, clip_sum = 0;
+  for (int it = 0; it < cfg_.num_iterations; ++it) {
+    opt_->zero_grad();
+    for (int64_t s = 0; s < N; s += mb) {
+      at::Tensor rows = torch::arange(s, std::min(N, s + mb), torch::kLong);
+      LossInputs in;
+      in.logps = completion_logps(rows);
+      in.old_logps = old_lp.index_select(0, rows);
+      if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
+      in.advantages = adv.index_select(0, rows);
+      in.mask = cmask.index_select(0, rows);
+      LossStats ls;
+      at::Tensor loss = grpo_loss(in, lo, &ls);
+      // dapo is already normalised by the whole batch's tokens; the others average micro-batches.
+      if (cfg_.loss_type != "dapo") loss = loss / static_cast<double>(n_micro);
+      loss.backward();
+      loss_sum += loss.item<double>();
+      kl_sum += ls.kl / n_micro;
+      clip_sum += ls.clip_ratio / n_micro;
+    }
+    if (cfg_.max_grad_norm > 0) st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, cfg_.max_grad_norm);
+    opt_->step();
+  }
+  m_.training = false;
+  st.loss = loss_sum / cfg_.num_iterations;
+  st.kl = kl_sum / cfg_.num_iterations;
+  st.clip_ratio = clip_sum / cfg_.num_iterations;
+  st.lr = lr;
+  st.train_seconds = seconds_since(t1);
+  ++step_;
+  return st;
+}
+
+void GrpoTrainer::save_state(const std::string& path) {
+  torch::serialize::OutputArchive a;
+  opt_->save(a);
+  a.write("step", torch::tensor(step_));
+  a.write("cursor", torch::tensor(static_cast<int64_t>(cursor_)));
+  a.save_to(path);
+}
+
+void GrpoTrainer::load_state(const std::string& path) {
+  torch::serialize::InputArchive a;
+  try {
+    a.load_from(path);
+  } catch (const c10::Error& e) {
+    throw UserError("cannot read trainer state '" + path + "'", "delete it to start the optimizer afresh");
+  }
+  opt_->load(a);
+  at::Tensor s, c;
+  a.read("step", s);
+  a.read("cursor", c);
+  step_ = s.item<int64_t>();
+  cursor_ = static_cast<uint64_t>(c.item<int64_t>());
+}
+
+}  // namespace brl::grpo

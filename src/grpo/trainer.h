@@ -1,0 +1,82 @@
+// The GRPO step every worker runs (and `bucketrl train` runs alone): sample prompts from the
+// worker's shard, generate G completions each (log-probs kept from generation), score them,
+// group-normalise the advantages, then num_iterations passes of the clipped objective over
+// micro-batches with AdamW on the adapter only, gradient clipping and the LR schedule.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/grpo_config.h"
+#include "model/llama.h"
+#include "tasks/task.h"
+#include "tokenizer/tokenizer.h"
+
+namespace torch::optim {
+class AdamW;
+}
+
+namespace brl::grpo {
+
+struct StepStats {
+  int64_t step = 0;
+  double reward_mean = 0, reward_std = 0, accuracy = 0;  // accuracy: mean of the first reward
+  double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0, lr = 0;
+  double completion_length = 0;
+  int64_t samples = 0, tokens = 0;
+  double gen_seconds = 0, train_seconds = 0;
+};
+
+struct EvalResult {
+  int64_t n = 0;
+  double accuracy = 0, reward_mean = 0;
+};
+
+// Text completion of a generated token list: stop tokens removed, decoded.
+std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
+// Weighted sum of the task's rewards per completion; weights from cfg.reward_weights or
+// the task defaults (1 each, format_weight for a format reward). Also returns the first
+// reward's scores (correctness) in *first.
+std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
+                                     const std::vector<const tasks::Example*>& ex,
+                                     const std::vector<std::string>& completions, std::vector<double>* first);
+
+// Greedy (or sampled) evaluation on the task's held-out prompts.
+EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
+                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0);
+
+class GrpoTrainer {
+ public:
+  // The model must have an adapter attached (lora::attach); only it is trained.
+  GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg,
+              int shard = 0, int num_shards = 1, std::vector<double> reward_weights = {});
+  ~GrpoTrainer();
+
+  StepStats step();
+  int64_t global_step() const { return step_; }
+  uint64_t example_cursor() const { return cursor_; }
+  // Optimizer state + counters, for resume.
+  void save_state(const std::string& path);
+  void load_state(const std::string& path);
+  double current_lr() const;
+  // Count of reference (adapter-off) forward passes run: 0 when beta == 0.
+  int64_t reference_passes() const { return ref_passes_; }
+
+ private:
+  model::Model& m_;
+  const tok::Tokenizer& tk_;
+  tasks::Task& task_;
+  GrpoConfig cfg_;
+  int shard_, num_shards_;
+  std::vector<double> weights_;
+  std::unique_ptr<torch::optim::AdamW> opt_;
+  std::vector<torch::Tensor> params_;
+  int64_t step_ = 0;
+  uint64_t cursor_ = 0;
+  int64_t ref_passes_ = 0;
+};
+
+}  // namespace brl::grpo

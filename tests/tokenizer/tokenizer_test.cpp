@@ -1,0 +1,89 @@
+// Tokenizer on hand-made tokenizer.json files; expected ids derived by hand from the merge
+// ranks (the golden tests against HF's own tokenizer are the *_oracle_test files).
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "util/error.h"
+
+using brl::tok::Tokenizer;
+using Ids = std::vector<int32_t>;
+
+namespace {
+std::string data(const std::string& f) { return std::string(BRL_SOURCE_DIR) + "/tests/tokenizer/data/" + f; }
+}
+
+TEST(Tokenizer, ByteLevelBpeMergeOrder) {
+  auto t = Tokenizer::from_file(data("tiny_bpe.json"));
+  // "abc": a b c -> (a b, rank 0) ab c -> (ab c, rank 1) abc
+  EXPECT_EQ(t.encode("abc"), (Ids{5}));
+  // " ab": the GPT-2 regex keeps the space with the word: Ġ a b. "a b" (rank 0) beats
+  // "Ġ a" (rank 2), and no "Ġ ab" merge exists, so it ends as Ġ | ab.
+  EXPECT_EQ(t.encode("abc ab"), (Ids{5, 3, 4}));
+  EXPECT_EQ(t.encode(" a"), (Ids{6}));  // Ġ a -> Ġa
+  // "bc": only "b c" (rank 5) applies.
+  EXPECT_EQ(t.encode("bc"), (Ids{11}));
+  // digits are their own pre-token: "12" merges, "ab12" splits into ab | 12.
+  EXPECT_EQ(t.encode("ab12"), (Ids{4, 10}));
+  // Added tokens are split out before BPE; the post-processor prepends <|end|>.
+  EXPECT_EQ(t.encode("ab<|end|>c"), (Ids{4, 12, 2}));
+  EXPECT_EQ(t.encode("ab", true), (Ids{12, 4}));
+  EXPECT_EQ(t.decode({5, 7}), "abc ab");
+  EXPECT_EQ(t.decode({5, 3, 4}), "abc ab");
+  EXPECT_EQ(t.decode({4, 12, 2}), "ab<|end|>c");
+  EXPECT_EQ(t.decode({4, 12, 2}, true), "abc");
+  EXPECT_EQ(t.vocab_size(), 13);
+  EXPECT_EQ(t.token_to_id("Ġab"), 7);
+  EXPECT_THROW(t.encode("x"), brl::UserError);  // not in the vocabulary, no fallback
+}
+
+TEST(Tokenizer, SentencepieceStyleByteFallback) {
+  auto t = Tokenizer::from_file(data("tiny_spm.json"));
+  // Prepend ▁ and replace spaces: "hi" -> ▁hi; "é" (C3 A9) is not in the vocab -> bytes.
+  EXPECT_EQ(t.encode("hi"), (Ids{9}));
+  EXPECT_EQ(t.encode("hi é"), (Ids{9, 5, 3, 4}));
+  EXPECT_EQ(t.encode("hi", true), (Ids{1, 9}));
+  EXPECT_EQ(t.decode({9, 5, 3, 4}), "hi é");
+  EXPECT_EQ(t.decode({1, 9}, true), "hi");
+}
+
+TEST(Tokenizer, ErrorsNameFileAndField) {
+  char tmpl[] = "/tmp/brl_tok_XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  auto write = [&](const std::string& s) {
+    std::ofstream(dir + "/tokenizer.json") << s;
+    return dir + "/tokenizer.json";
+  };
+  auto msg = [&](const std::string& s) {
+    try {
+      Tokenizer::from_file(write(s));
+    } catch (const brl::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(msg("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}").find("model.type 'WordPiece' is not supported"), std::string::npos);
+  EXPECT_NE(msg("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}").find("model.merges[0]"), std::string::npos);
+  EXPECT_NE(msg("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(msg("{\"model\": {\"type\": \"BPE\", \"vocab\": {}}, \"pre_tokenizer\": {\"type\": \"Digits\"}}").find("pre_tokenizer.type 'Digits'"),
+            std::string::npos);
+  EXPECT_THROW(Tokenizer::from_dir("/nonexistent"), brl::UserError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Tokenizer, FromDirReadsSpecialTokens) {
+  char tmpl[] = "/tmp/brl_tok_XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::filesystem::copy_file(data("tiny_spm.json"), dir + "/tokenizer.json");
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "pad_token": null})";
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [2, 0]})";
+  auto t = Tokenizer::from_dir(dir);
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_EQ(t.eos_ids(), (Ids{2, 0}));
+  EXPECT_FALSE(t.pad_id().has_value());
+  std::filesystem::remove_all(dir);
+}
