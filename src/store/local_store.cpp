@@ -186,11 +186,14 @@ Status atomic_write(const std::string& final, const std::string& root, bool crea
   const std::string dir = dir_of(final);
   std::string tmp;
   int fd = -1;
-  // A concurrent remove() may delete the (empty) folder between make_dirs and open.
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+  constexpr int kDirAttempts = 32;
+  // A concurrent remove() may prune a folder between our mkdir of it and the mkdir or open
+  // below it (ENOENT): make the folders again.
+  for (int attempt = 0; attempt < kDirAttempts && fd < 0; ++attempt) {
     if (!root.empty())
       if (auto st = make_dirs(root, dir); !st) {
         if (st.code() == StatusCode::kInvalidArgument) return conflict_status(key, final);
+        if (st.code() == StatusCode::kNotFound && attempt + 1 < kDirAttempts) continue;
         return st;
       }
     tmp = temp_name_in(dir);
