@@ -23,9 +23,10 @@ namespace {
 
 // One temporary folder for the whole test binary, removed at exit.
 const std::string& test_root() {
-  static const std::string root = [] {
-    std::string t = (fs::temp_directory_path() / "brl-local-store-XXXXXX").string();
-    BRL_ASSERT(::mkdtemp(t.data()) != nullptr);
+  // Never destroyed: the atexit handler below runs after static destructors would have.
+  static const std::string& root = *[] {
+    auto* t = new std::string((fs::temp_directory_path() / "brl-local-store-XXXXXX").string());
+    BRL_ASSERT(::mkdtemp(t->data()) != nullptr);
     std::atexit([] { std::error_code ec; fs::remove_all(test_root(), ec); });
     return t;
   }();
