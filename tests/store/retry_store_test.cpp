@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "conformance.h"
 #include "store/fault_store.h"
 #include "store/local_store.h"
 
@@ -19,6 +20,31 @@ using namespace brl::store;
 using std::chrono::milliseconds;
 
 namespace {
+
+// The whole conformance suite through RetryStore(FaultStore(directory store)): 20% of calls
+// refused, 10% with the response lost after the call took effect, 5% slow. Every
+// behaviour (create-only races included) must hold as without faults.
+std::unique_ptr<ObjectStore> faulty_retried_factory(const std::string& prefix) {
+  static const std::string& root = *[] {
+    auto* t = new std::string((fs::temp_directory_path() / "brl-retry-conf-XXXXXX").string());
+    BRL_ASSERT(::mkdtemp(t->data()) != nullptr);
+    std::atexit([] { std::error_code ec; fs::remove_all(root, ec); });
+    return t;
+  }();
+  static std::atomic<uint64_t> seed{100};
+  FaultOptions f;
+  f.fail_rate = 0.2;
+  f.reset_rate = 0.1;
+  f.hang_rate = 0.05;
+  f.hang_ms = 1;
+  f.seed = seed.fetch_add(1) + 1000 * static_cast<uint64_t>(::getpid());
+  RetryOptions r;
+  r.max_attempts = 25;  // 0.3^25: never gives up in practice
+  r.base_delay = milliseconds(1);
+  r.max_delay = milliseconds(4);
+  auto local = std::make_shared<LocalStore>(root + "/" + prefix);
+  return std::make_unique<RetryStore>(std::make_shared<FaultStore>(local, f), r);
+}
 
 class RetryTest : public ::testing::Test {
  protected:
@@ -45,6 +71,8 @@ class RetryTest : public ::testing::Test {
 };
 
 }  // namespace
+
+BRL_STORE_CONFORMANCE(LocalFaultyRetried, faulty_retried_factory)
 
 // Full jitter: delay ~ uniform[0, min(max, base*2^i)]. Mean of a uniform is cap/2, sd cap/sqrt(12);
 // with 4000 draws the sample mean is within 4.5% of cap/2 at > 5 sigma.
