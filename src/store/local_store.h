@@ -14,7 +14,8 @@
 // where it is usually an MD5 and differs for multipart objects.
 //
 // A directory store cannot hold both "a" and "a/b" (a file and a folder of one name); such a
-// put fails with kInvalidArgument.
+// put fails with kInvalidArgument. Only regular files are objects: list() skips symlinks and
+// anything else it finds (get() of a symlink placed by hand follows it, as open(2) does).
 #pragma once
 
 #include <chrono>
