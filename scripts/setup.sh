@@ -24,11 +24,13 @@ test_pkgs=(
   libgtest-dev
   # The real S3 server for tests (Ceph RGW), see scripts/s3-server.sh.
   radosgw ceph-mon ceph-osd
-  # Oracles: python for GGUF conversion, node for HF's tokenizer binding and llama.cpp.
-  python3 python3-numpy nodejs npm
+  # Oracles: python for GGUF conversion (node, for HF's tokenizer binding and llama.cpp,
+  # comes with these machines; Debian's nodejs is only installed where none exists).
+  python3 python3-numpy
 )
 want=("${pkgs[@]}")
 [[ $WITH_TESTS == 1 ]] && want+=("${test_pkgs[@]}")
+[[ $WITH_TESTS == 1 ]] && ! command -v node >/dev/null && want+=(nodejs npm)
 
 missing=()
 for p in "${want[@]}"; do

@@ -8,10 +8,10 @@
 
 #include "cli/command.h"
 #include "config/run_config.h"
+#include "grpo/train_loop.h"
 #include "grpo/trainer.h"
 #include "lora/lora.h"
 #include "model/loader.h"
-#include "model/tensor_io.h"
 #include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -22,81 +22,13 @@ using namespace brl;
 
 namespace {
 
-// The newest checkpoint-<N> folder holding an adapter and trainer state, or "".
-std::string latest_checkpoint(const std::string& out) {
-  std::string best;
-  long best_n = -1;
-  if (!fs::exists(out)) return "";
-  for (auto& e : fs::directory_iterator(out)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("checkpoint-", 0) != 0 || !fs::exists(e.path() / "trainer_state.pt")) continue;
-    long k = std::strtol(n.c_str() + 11, nullptr, 10);
-    if (k > best_n) best_n = k, best = e.path().string();
-  }
-  return best;
-}
-
 int run_train(const std::string& config_path, const std::vector<std::string>& sets, bool resume) {
   RunConfig cfg = config_path.empty() ? RunConfig() : RunConfig::from_toml_file(config_path);
   cfg.apply_overrides(sets);
-  cfg.validate();
-  if (cfg.model.path.empty()) throw UserError("no base model: set [model] path or --set model.path=DIR");
   cli::init_compute(cfg.train.threads);
-  LOG_INFO("resolved config: {}", cfg.to_json().dump());
-  auto m = model::load_model(cfg.model.path);
-  auto tk = tok::Tokenizer::from_dir(cfg.model.path);
-  auto task = tasks::make_task(cfg.task);
-  lora::attach(m, cfg.lora);
-  std::vector<double> weights;
-  for (auto& r : task->rewards) weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
-  grpo::GrpoTrainer trainer(m, tk, *task, cfg.grpo, 0, 1, weights);
-  const std::string out = cfg.train.output_dir;
-  fs::create_directories(out);
-  if (resume) {
-    std::string ck = latest_checkpoint(out);
-    if (ck.empty()) {
-      LOG_INFO("no checkpoint in {}: starting fresh", out);
-    } else {
-      // Copy into the live slots: the optimizer already tracks those tensors.
-      std::string st = (fs::path(ck) / "adapter_model.safetensors").string();
-      lora::set_adapter_tensors(m, model::load_tensors(st, m.dtype()), st);
-      trainer.load_state((fs::path(ck) / "trainer_state.pt").string());
-      LOG_INFO("resumed from {} at step {}", ck, trainer.global_step());
-    }
-  }
-  std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
-  auto eval_now = [&](int64_t step) {
-    auto ev = grpo::evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length,
-                             cfg.train.eval_temperature, 0);
-    LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f} (n={})", step, ev.accuracy, ev.reward_mean, ev.n);
-    metrics << nlohmann::json{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}}.dump() << "\n";
-    metrics.flush();
-    return ev;
-  };
-  if (trainer.global_step() == 0) eval_now(0);
-  while (trainer.global_step() < cfg.grpo.max_steps) {
-    auto s = trainer.step();
-    if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
-      LOG_INFO("step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
-               "len {:.1f} gen {:.1f}s train {:.1f}s",
-               s.step, cfg.grpo.max_steps, s.reward_mean, s.reward_std, s.accuracy, s.loss, s.kl, s.clip_ratio,
-               s.grad_norm, s.lr, s.completion_length, s.gen_seconds, s.train_seconds);
-    metrics << nlohmann::json{{"step", s.step},       {"reward", s.reward_mean}, {"reward_std", s.reward_std},
-                              {"accuracy", s.accuracy}, {"loss", s.loss},        {"kl", s.kl},
-                              {"clip_ratio", s.clip_ratio}, {"grad_norm", s.grad_norm}, {"lr", s.lr},
-                              {"completion_length", s.completion_length}}
-                   .dump()
-            << "\n";
-    bool last = s.step == cfg.grpo.max_steps;
-    if ((cfg.train.save_steps > 0 && s.step % cfg.train.save_steps == 0) || last) {
-      std::string ck = (fs::path(out) / ("checkpoint-" + std::to_string(s.step))).string();
-      lora::save_peft(m, cfg.lora, ck, cfg.model.path);
-      trainer.save_state((fs::path(ck) / "trainer_state.pt").string());
-    }
-    if ((cfg.train.eval_steps > 0 && s.step % cfg.train.eval_steps == 0) || last) eval_now(s.step);
-  }
-  lora::save_peft(m, cfg.lora, (fs::path(out) / "adapter").string(), cfg.model.path);
-  std::printf("adapter written to %s\n", (fs::path(out) / "adapter").c_str());
+  auto s = grpo::run_training(cfg, resume);
+  std::printf("%lld steps in %.0f s: held-out accuracy %.3f -> %.3f; adapter written to %s\n",
+              static_cast<long long>(s.steps), s.seconds, s.initial_accuracy, s.final_accuracy, s.adapter_dir.c_str());
   return 0;
 }
 

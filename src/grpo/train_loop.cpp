@@ -1,0 +1,104 @@
+#include "grpo/train_loop.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "grpo/trainer.h"
+#include "lora/lora.h"
+#include "model/loader.h"
+#include "model/tensor_io.h"
+#include "tasks/task.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace brl::grpo {
+
+namespace fs = std::filesystem;
+
+std::string latest_checkpoint(const std::string& out) {
+  std::string best;
+  long best_n = -1;
+  if (!fs::exists(out)) return "";
+  for (auto& e : fs::directory_iterator(out)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("checkpoint-", 0) != 0 || !fs::exists(e.path() / "trainer_state.pt")) continue;
+    long k = std::strtol(n.c_str() + 11, nullptr, 10);
+    if (k > best_n) best_n = k, best = e.path().string();
+  }
+  return best;
+}
+
+TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  cfg.validate();
+  if (cfg.model.path.empty()) throw UserError("no base model: set [model] path or --set model.path=DIR");
+  LOG_INFO("resolved config: {}", cfg.to_json().dump());
+  auto m = model::load_model(cfg.model.path);
+  auto tk = tok::Tokenizer::from_dir(cfg.model.path);
+  auto task = tasks::make_task(cfg.task);
+  lora::attach(m, cfg.lora);
+  std::vector<double> weights;
+  for (auto& r : task->rewards) weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
+  GrpoTrainer trainer(m, tk, *task, cfg.grpo, 0, 1, weights);
+  const std::string out = cfg.train.output_dir;
+  fs::create_directories(out);
+  if (resume) {
+    std::string ck = latest_checkpoint(out);
+    if (ck.empty()) {
+      LOG_INFO("no checkpoint in {}: starting fresh", out);
+    } else {
+      // Copy into the live slots: the optimizer already tracks those tensors.
+      std::string st = (fs::path(ck) / "adapter_model.safetensors").string();
+      lora::set_adapter_tensors(m, model::load_tensors(st, m.dtype()), st);
+      trainer.load_state((fs::path(ck) / "trainer_state.pt").string());
+      LOG_INFO("resumed from {} at step {}", ck, trainer.global_step());
+    }
+  }
+  std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
+  auto eval_now = [&](int64_t step) {
+    auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0);
+    LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f} (n={})", step, ev.accuracy, ev.reward_mean, ev.n);
+    metrics << nlohmann::json{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}}.dump() << "\n";
+    metrics.flush();
+    return ev.accuracy;
+  };
+  TrainSummary sum;
+  sum.initial_accuracy = sum.final_accuracy = eval_now(trainer.global_step());
+  auto save = [&](int64_t step) {
+    std::string ck = (fs::path(out) / ("checkpoint-" + std::to_string(step))).string();
+    lora::save_peft(m, cfg.lora, ck, cfg.model.path);
+    trainer.save_state((fs::path(ck) / "trainer_state.pt").string());
+  };
+  while (trainer.global_step() < cfg.grpo.max_steps) {
+    auto s = trainer.step();
+    if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
+      LOG_INFO("step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
+               "len {:.1f} gen {:.1f}s train {:.1f}s",
+               s.step, cfg.grpo.max_steps, s.reward_mean, s.reward_std, s.accuracy, s.loss, s.kl, s.clip_ratio,
+               s.grad_norm, s.lr, s.completion_length, s.gen_seconds, s.train_seconds);
+    metrics << nlohmann::json{{"step", s.step},         {"reward", s.reward_mean},  {"reward_std", s.reward_std},
+                              {"accuracy", s.accuracy}, {"loss", s.loss},           {"kl", s.kl},
+                              {"clip_ratio", s.clip_ratio}, {"grad_norm", s.grad_norm}, {"lr", s.lr},
+                              {"completion_length", s.completion_length}}
+                   .dump()
+            << "\n";
+    bool stop = s.step == cfg.grpo.max_steps || (time_limit_s > 0 && elapsed() > time_limit_s);
+    if ((cfg.train.save_steps > 0 && s.step % cfg.train.save_steps == 0) || stop) save(s.step);
+    if ((cfg.train.eval_steps > 0 && s.step % cfg.train.eval_steps == 0) || stop) {
+      sum.final_accuracy = eval_now(s.step);
+      if (target_accuracy > 0 && sum.final_accuracy >= target_accuracy) stop = true;
+    }
+    if (stop) break;
+  }
+  sum.steps = trainer.global_step();
+  sum.adapter_dir = (fs::path(out) / "adapter").string();
+  lora::save_peft(m, cfg.lora, sum.adapter_dir, cfg.model.path);
+  sum.seconds = elapsed();
+  return sum;
+}
+
+}  // namespace brl::grpo
