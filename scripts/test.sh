@@ -4,11 +4,12 @@
 #   scripts/test.sh -L quick   a quick subset (any ctest arguments pass through)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$(pwd)
 scripts/setup.sh --test
 BUILD_DIR=${BUILD_DIR:-build}
 if [[ -x scripts/s3-server.sh ]]; then
   scripts/s3-server.sh start
-  trap 'scripts/s3-server.sh stop || true' EXIT
+  trap '"$ROOT/scripts/s3-server.sh" stop || true' EXIT
   # shellcheck disable=SC1091
   source .cache/s3/env.sh
 fi
