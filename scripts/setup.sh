@@ -18,7 +18,7 @@ pkgs=(
   libopenblas0-pthread
   libtcmalloc-minimal4
   nlohmann-json3-dev libcli11-dev libspdlog-dev libpcre2-dev libzstd-dev
-  libcurl4-openssl-dev libssl-dev libtomlplusplus-dev
+  libcurl4-openssl-dev libssl-dev libtomlplusplus-dev libicu-dev
 )
 test_pkgs=(
   libgtest-dev

@@ -1,24 +1,19 @@
-// Hugging Face tokenizer.json: the pipeline normalizer -> pre-tokenizer -> BPE model ->
-// post-processor, and the decoder back to text. Supported pieces (anything else is a
-// UserError naming the file and the field):
-//   normalizer: null, NFC (identity: see the note in apply_normalizer), Prepend, Replace, Sequence
-//   pre_tokenizer: ByteLevel (GPT-2 regex), Split (regex or string, Isolated), Metaspace, Sequence
-//   model: BPE (merges as "a b" or ["a","b"], byte_fallback, unk_token, ignore_merges)
-//   decoder: ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence
-//   post_processor: TemplateProcessing (single), ByteLevel, null
-#define PCRE2_CODE_UNIT_WIDTH 8
+// Hugging Face tokenizer.json, the way HF's tokenizers runs it: added tokens split out of the
+// raw text (normalized ones after normalizing), normalizer, pre-tokenizer, BPE per
+// pre-token, post-processor; decoding through the decoder chain. The stages live in
+// pipeline.cpp, the BPE model in bpe.cpp; this file holds the added tokens, the special
+// token ids of a model folder and the public API.
 #include "tokenizer/tokenizer.h"
 
-#include <pcre2.h>
-
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <unordered_map>
 
+#include "tokenizer/bpe.h"
+#include "tokenizer/pipeline.h"
 #include "util/error.h"
 
 namespace brl::tok {
@@ -28,243 +23,109 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-std::string cp_to_utf8(uint32_t c) {
-  std::string s;
-  if (c < 0x80) s += static_cast<char>(c);
-  else if (c < 0x800) s += static_cast<char>(0xC0 | (c >> 6)), s += static_cast<char>(0x80 | (c & 0x3F));
-  else if (c < 0x10000)
-    s += static_cast<char>(0xE0 | (c >> 12)), s += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), s += static_cast<char>(0x80 | (c & 0x3F));
-  else
-    s += static_cast<char>(0xF0 | (c >> 18)), s += static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
-        s += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), s += static_cast<char>(0x80 | (c & 0x3F));
-  return s;
-}
-
-// Length of the UTF-8 sequence starting with byte b (1 for invalid bytes).
-size_t utf8_len(unsigned char b) { return b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1; }
-
-std::vector<std::string> utf8_chars(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = std::min(utf8_len(static_cast<unsigned char>(s[i])), s.size() - i);
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
-// GPT-2's reversible byte <-> printable-unicode map.
-struct ByteMap {
-  std::string enc[256];
-  std::unordered_map<std::string, unsigned char> dec;
-  ByteMap() {
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-      enc[b] = cp_to_utf8(printable ? b : 256 + n++);
-      dec[enc[b]] = static_cast<unsigned char>(b);
-    }
-  }
-};
-const ByteMap& byte_map() {
-  static ByteMap m;
-  return m;
-}
-
-struct Regex {
-  pcre2_code* code = nullptr;
-  explicit Regex(const std::string& pat, const std::string& where) {
-    int err;
-    PCRE2_SIZE off;
-    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.c_str()), pat.size(), PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
-    if (!code) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(err, msg, sizeof msg);
-      throw UserError(where + ": regex /" + pat + "/ does not compile: " + reinterpret_cast<char*>(msg));
-    }
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-  }
-  ~Regex() { pcre2_code_free(code); }
-  Regex(const Regex&) = delete;
-  // Splits s into pieces: matches and the gaps between them (HF's "Isolated").
-  std::vector<std::string> split_isolated(const std::string& s) const {
-    std::vector<std::string> out;
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
-    size_t pos = 0, last = 0;
-    while (pos <= s.size()) {
-      int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos, 0, md, nullptr);
-      if (rc < 0) break;
-      PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-      size_t b = ov[0], e = ov[1];
-      if (e == b) {  // empty match: step one character
-        pos = b + (b < s.size() ? utf8_len(static_cast<unsigned char>(s[b])) : 1);
-        continue;
-      }
-      if (b > last) out.push_back(s.substr(last, b - last));
-      out.push_back(s.substr(b, e - b));
-      last = pos = e;
-    }
-    if (last < s.size()) out.push_back(s.substr(last));
-    pcre2_match_data_free(md);
-    return out;
-  }
-};
-
-struct PreStep {
-  enum Kind { kByteLevel, kSplitRegex, kMetaspace } kind;
-  std::shared_ptr<Regex> re;  // kByteLevel (when use_regex) and kSplitRegex
-  bool byte_encode = false;
-  std::string replacement = "\xE2\x96\x81";  // ▁
-  bool prepend = true;
-};
-
-struct NormStep {
-  enum Kind { kPrepend, kReplace } kind;
-  std::string a, b;
-};
-
-struct DecStep {
-  enum Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
-  std::string a, b;
-  int strip_start = 0, strip_stop = 0;
-};
-
 struct AddedToken {
   std::string content;
   int32_t id;
-  bool special;
+  bool special, normalized, lstrip, rstrip, single_word;
 };
 
-}  // namespace
-
-struct Tokenizer::Impl {
-  std::string source;
-  std::unordered_map<std::string, int32_t> vocab;
-  std::vector<std::string> id_to_tok;
-  std::map<std::pair<int32_t, int32_t>, std::pair<int32_t, int32_t>> merges;  // pair -> (rank, merged id)
-  bool byte_fallback = false, ignore_merges = false;
-  std::optional<int32_t> unk;
-  std::vector<NormStep> norm;
-  std::vector<PreStep> pre;
-  std::vector<DecStep> dec;
-  std::vector<AddedToken> added;  // longest first
-  std::vector<int32_t> prefix_ids, suffix_ids;  // post-processor (add_special_tokens)
-  std::optional<int32_t> bos, pad;
-  std::vector<int32_t> eos;
-  std::vector<bool> is_special;
-  mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
-
-  void bpe_word(const std::string& word, std::vector<int32_t>& out) const;
-  std::vector<std::string> pre_tokenize(const std::string& text) const;
-  std::string normalize(std::string s) const;
+// Added tokens of one kind (normalized or not), indexed by first byte, longest first, so
+// that a scan finds HF's leftmost-longest match.
+struct AddedSet {
+  std::array<std::vector<const AddedToken*>, 256> by_first;
+  bool empty = true;
+  void add(const AddedToken* t) {
+    by_first[static_cast<unsigned char>(t->content[0])].push_back(t);
+    empty = false;
+  }
+  void finish() {
+    for (auto& v : by_first)
+      std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->content.size() > b->content.size(); });
+  }
 };
 
-namespace {
-
-std::string replace_all(std::string s, const std::string& a, const std::string& b) {
-  if (a.empty()) return s;
-  for (size_t p = 0; (p = s.find(a, p)) != std::string::npos; p += b.size()) s.replace(p, a.size(), b);
-  return s;
+uint32_t decode_cp(std::string_view s, size_t i, size_t* len) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = std::min(utf8_len(c), s.size() - i);
+  *len = n;
+  if (n == 1) return c;
+  uint32_t cp = n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return cp;
+}
+// Rust's char::is_whitespace (Unicode White_Space).
+bool is_ws(uint32_t c) {
+  return (c >= 9 && c <= 13) || c == 32 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+// Word characters for single_word: alphanumerics (non-ASCII letters counted as such) and '_'.
+bool is_word(uint32_t c) { return c == '_' || (c < 0x80 ? std::isalnum(static_cast<int>(c)) != 0 : !is_ws(c)); }
+uint32_t last_cp(std::string_view s) {
+  size_t i = s.size();
+  while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
+  size_t n;
+  return i > 0 ? decode_cp(s, i - 1, &n) : decode_cp(s, i, &n);
 }
 
-std::string pattern_of(const json& pat, const std::string& where) {
-  if (pat.contains("Regex")) return pat["Regex"].get<std::string>();
-  if (pat.contains("String")) {  // literal: escape for PCRE2
-    std::string s = pat["String"].get<std::string>(), r = "\\Q" + s + "\\E";
-    return r;
+// Segment of the input: either text for the pipeline or an added token's id.
+struct Seg {
+  std::string text;
+  int32_t id;  // -1: text
+  bool at_start;
+};
+
+// Splits `text` by the tokens of `set` (HF's AddedVocabulary::find_matches).
+void split_added(const AddedSet& set, const std::string& text, bool at_start, std::vector<Seg>& out) {
+  if (set.empty) {
+    out.push_back({text, -1, at_start});
+    return;
   }
-  throw UserError(where + ": pattern must be {\"Regex\": ...} or {\"String\": ...}");
-}
-
-void parse_normalizer(const json& n, Tokenizer::Impl& t, const std::string& where) {
-  if (n.is_null()) return;
-  std::string type = n.value("type", "");
-  if (type == "Sequence") {
-    for (auto& x : n["normalizers"]) parse_normalizer(x, t, where);
-  } else if (type == "NFC" || type == "NFKC") {
-    // Unicode normalization is not applied: text already in NFC (the usual case, and all
-    // ASCII) tokenizes identically; decomposed input may differ from HF.
-  } else if (type == "Prepend") {
-    t.norm.push_back({NormStep::kPrepend, n.value("prepend", ""), ""});
-  } else if (type == "Replace") {
-    auto& p = n["pattern"];
-    if (!p.contains("String")) throw UserError(where + ": normalizer Replace with a regex pattern is not supported");
-    t.norm.push_back({NormStep::kReplace, p["String"].get<std::string>(), n.value("content", "")});
-  } else {
-    throw UserError(where + ": normalizer.type '" + type + "' is not supported",
-                    "supported: NFC, Prepend, Replace, Sequence");
+  size_t seg_start = 0, i = 0;
+  while (i < text.size()) {
+    const AddedToken* hit = nullptr;
+    for (const AddedToken* t : set.by_first[static_cast<unsigned char>(text[i])])
+      if (text.compare(i, t->content.size(), t->content) == 0) {
+        hit = t;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    size_t b = i, e = i + hit->content.size();
+    if (hit->single_word) {
+      size_t n;
+      bool left_ok = b == 0 || !is_word(last_cp(std::string_view(text).substr(0, b)));
+      bool right_ok = e == text.size() || !is_word(decode_cp(text, e, &n));
+      if (!left_ok || !right_ok) {
+        i = e;  // HF's scan resumes after a rejected match
+        continue;
+      }
+    }
+    if (hit->lstrip)
+      while (b > seg_start) {
+        size_t p = b - 1;
+        while (p > seg_start && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
+        size_t n;
+        if (!is_ws(decode_cp(text, p, &n))) break;
+        b = p;
+      }
+    if (hit->rstrip)
+      while (e < text.size()) {
+        size_t n;
+        if (!is_ws(decode_cp(text, e, &n))) break;
+        e += n;
+      }
+    if (b > seg_start) out.push_back({text.substr(seg_start, b - seg_start), -1, at_start && seg_start == 0});
+    out.push_back({"", hit->id, false});
+    seg_start = i = e;
   }
-}
-
-void parse_pre(const json& p, Tokenizer::Impl& t, const std::string& where) {
-  if (p.is_null()) return;
-  std::string type = p.value("type", "");
-  if (type == "Sequence") {
-    for (auto& x : p["pretokenizers"]) parse_pre(x, t, where);
-  } else if (type == "ByteLevel") {
-    PreStep s{PreStep::kByteLevel};
-    s.byte_encode = true;
-    if (p.value("add_prefix_space", false)) throw UserError(where + ": pre_tokenizer ByteLevel add_prefix_space = true is not supported");
-    if (p.value("use_regex", true)) s.re = std::make_shared<Regex>(kGpt2Pattern, where);
-    t.pre.push_back(s);
-  } else if (type == "Split") {
-    std::string beh = p.value("behavior", "");
-    if (beh != "Isolated" || p.value("invert", false))
-      throw UserError(where + ": pre_tokenizer Split behavior '" + beh + "' is not supported", "supported: Isolated");
-    PreStep s{PreStep::kSplitRegex};
-    s.re = std::make_shared<Regex>(pattern_of(p["pattern"], where), where + ": pre_tokenizer.pattern");
-    t.pre.push_back(s);
-  } else if (type == "Metaspace") {
-    PreStep s{PreStep::kMetaspace};
-    s.replacement = p.value("replacement", std::string("\xE2\x96\x81"));
-    s.prepend = p.value("prepend_scheme", std::string("always")) != "never" && p.value("add_prefix_space", true);
-    t.pre.push_back(s);
-  } else if (type == "Digits" || type == "Whitespace" || type == "BertPreTokenizer") {
-    throw UserError(where + ": pre_tokenizer.type '" + type + "' is not supported", "supported: ByteLevel, Split, Metaspace, Sequence");
-  } else {
-    throw UserError(where + ": pre_tokenizer.type '" + type + "' is not supported", "supported: ByteLevel, Split, Metaspace, Sequence");
-  }
-}
-
-void parse_decoder(const json& d, Tokenizer::Impl& t, const std::string& where) {
-  if (d.is_null()) return;
-  std::string type = d.value("type", "");
-  if (type == "Sequence") {
-    for (auto& x : d["decoders"]) parse_decoder(x, t, where);
-  } else if (type == "ByteLevel") {
-    t.dec.push_back({DecStep::kByteLevel});
-  } else if (type == "Replace") {
-    auto& p = d["pattern"];
-    if (!p.contains("String")) throw UserError(where + ": decoder Replace with a regex pattern is not supported");
-    t.dec.push_back({DecStep::kReplace, p["String"].get<std::string>(), d.value("content", "")});
-  } else if (type == "ByteFallback") {
-    t.dec.push_back({DecStep::kByteFallback});
-  } else if (type == "Fuse") {
-    t.dec.push_back({DecStep::kFuse});
-  } else if (type == "Strip") {
-    DecStep s{DecStep::kStrip, d.value("content", " "), ""};
-    s.strip_start = d.value("start", 0);
-    s.strip_stop = d.value("stop", 0);
-    t.dec.push_back(s);
-  } else if (type == "Metaspace") {
-    t.dec.push_back({DecStep::kMetaspace, d.value("replacement", std::string("\xE2\x96\x81")), ""});
-  } else {
-    throw UserError(where + ": decoder.type '" + type + "' is not supported");
-  }
-}
-
-std::optional<std::string> token_string(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return std::nullopt;
+  if (seg_start < text.size()) out.push_back({text.substr(seg_start), -1, at_start && seg_start == 0});
 }
 
 json read_json(const fs::path& p) {
   std::ifstream f(p);
-  if (!f) throw UserError("cannot read '" + p.string() + "'");
+  if (!f) throw UserError("cannot read '" + p.string() + "'", "check that the file exists and is readable");
   json j = json::parse(f, nullptr, false);
   if (j.is_discarded()) throw UserError(p.string() + ": not valid JSON");
   return j;
@@ -272,96 +133,18 @@ json read_json(const fs::path& p) {
 
 }  // namespace
 
-std::string Tokenizer::Impl::normalize(std::string s) const {
-  for (auto& n : norm) s = n.kind == NormStep::kPrepend ? (s.empty() ? s : n.a + s) : replace_all(s, n.a, n.b);
-  return s;
-}
-
-std::vector<std::string> Tokenizer::Impl::pre_tokenize(const std::string& text) const {
-  std::vector<std::string> pieces = {text};
-  for (auto& p : pre) {
-    std::vector<std::string> next;
-    for (auto& piece : pieces) {
-      if (p.kind == PreStep::kMetaspace) {
-        std::string s = replace_all(piece, " ", p.replacement);
-        if (p.prepend && s.rfind(p.replacement, 0) != 0) s = p.replacement + s;
-        next.push_back(s);
-        continue;
-      }
-      std::vector<std::string> parts = p.re ? p.re->split_isolated(piece) : std::vector<std::string>{piece};
-      for (auto& part : parts) {
-        if (p.byte_encode) {
-          std::string enc;
-          for (unsigned char c : part) enc += byte_map().enc[c];
-          next.push_back(enc);
-        } else {
-          next.push_back(part);
-        }
-      }
-    }
-    pieces = std::move(next);
-  }
-  return pieces;
-}
-
-void Tokenizer::Impl::bpe_word(const std::string& word, std::vector<int32_t>& out) const {
-  if (ignore_merges) {
-    auto it = vocab.find(word);
-    if (it != vocab.end()) return out.push_back(it->second);
-  }
-  {
-    std::lock_guard<std::mutex> g(cache_mu);
-    auto c = cache.find(word);
-    if (c != cache.end()) {
-      out.insert(out.end(), c->second.begin(), c->second.end());
-      return;
-    }
-  }
-  std::vector<int32_t> syms;
-  for (auto& ch : utf8_chars(word)) {
-    auto it = vocab.find(ch);
-    if (it != vocab.end()) syms.push_back(it->second);
-    else if (byte_fallback) {
-      for (unsigned char b : ch) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-        auto bt = vocab.find(buf);
-        if (bt == vocab.end()) throw UserError(source + ": byte_fallback token " + std::string(buf) + " missing from model.vocab");
-        syms.push_back(bt->second);
-      }
-    } else if (unk) {
-      syms.push_back(*unk);
-    } else {
-      throw UserError(source + ": character '" + ch + "' is not in the vocabulary and there is no unk_token or byte_fallback");
-    }
-  }
-  // Repeatedly merge the lowest-ranked adjacent pair (HF's BPE without dropout).
-  while (syms.size() > 1) {
-    int32_t best_rank = INT32_MAX, best_id = -1;
-    size_t best_i = 0;
-    for (size_t i = 0; i + 1 < syms.size(); ++i) {
-      auto m = merges.find({syms[i], syms[i + 1]});
-      if (m != merges.end() && m->second.first < best_rank) best_rank = m->second.first, best_id = m->second.second, best_i = i;
-    }
-    if (best_id < 0) break;
-    std::vector<int32_t> next;
-    for (size_t i = 0; i < syms.size(); ++i) {
-      if (i + 1 < syms.size() && syms[i] == syms[best_i] && syms[i + 1] == syms[best_i + 1] &&
-          merges.at({syms[i], syms[i + 1]}).first == best_rank) {
-        next.push_back(best_id);
-        ++i;
-      } else {
-        next.push_back(syms[i]);
-      }
-    }
-    syms = std::move(next);
-  }
-  {
-    std::lock_guard<std::mutex> g(cache_mu);
-    if (cache.size() < 200000) cache.emplace(word, syms);
-  }
-  out.insert(out.end(), syms.begin(), syms.end());
-}
+struct Tokenizer::Impl {
+  std::string file;
+  BpeModel bpe;
+  Pipeline pipe;
+  std::vector<AddedToken> added;
+  AddedSet raw_added, norm_added;  // normalized: false / true
+  std::unordered_map<std::string, int32_t> added_ids;
+  std::vector<std::string> id_to_tok;
+  std::vector<uint8_t> special;  // per id
+  std::optional<int32_t> bos, pad;
+  std::vector<int32_t> eos;
+};
 
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
@@ -373,83 +156,47 @@ Tokenizer& Tokenizer::operator=(const Tokenizer&) = default;
 Tokenizer Tokenizer::from_file(const std::string& path) {
   json j = read_json(path);
   auto t = std::make_shared<Impl>();
-  t->source = path;
-  if (!j.is_object() || !j.contains("model")) throw UserError(path + ": no \"model\" section", "is this a Hugging Face tokenizer.json?");
+  t->file = path;
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+    throw UserError(path + ": no \"model\" object", "is this a Hugging Face tokenizer.json?");
   const json& m = j["model"];
-  std::string type = m.value("type", "BPE");
+  std::string type = m.value("type", std::string("BPE"));
   if (type != "BPE") throw UserError(path + ": model.type '" + type + "' is not supported (supported: BPE)");
-  if (!m.contains("vocab") || !m["vocab"].is_object()) throw UserError(path + ": model.vocab must be an object of token -> id");
-  int32_t max_id = -1;
-  for (auto& [tokstr, id] : m["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0) throw UserError(path + ": model.vocab['" + tokstr + "'] is not a non-negative id");
-    t->vocab[tokstr] = id.get<int32_t>();
-    max_id = std::max(max_id, id.get<int32_t>());
+  t->bpe.load(m, path);
+  t->pipe.file = path;
+  t->pipe.parse(j);
+
+  int32_t max_id = t->bpe.max_id();
+  const json& at = j.value("added_tokens", json::array());
+  if (!at.is_array()) throw UserError(path + ": added_tokens must be an array");
+  t->added.reserve(at.size());  // pointers into it are kept by the AddedSets
+  for (size_t i = 0; i < at.size(); ++i) {
+    const json& a = at[i];
+    std::string f = "added_tokens[" + std::to_string(i) + "]";
+    if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") || !a["id"].is_number_integer() ||
+        a["id"].get<int64_t>() < 0 || a["content"].get<std::string>().empty())
+      throw UserError(path + ": " + f + " needs a non-empty \"content\" and a non-negative \"id\"");
+    bool special = a.value("special", false);
+    t->added.push_back({a["content"].get<std::string>(), a["id"].get<int32_t>(), special, a.value("normalized", !special),
+                        a.value("lstrip", false), a.value("rstrip", false), a.value("single_word", false)});
+    max_id = std::max(max_id, t->added.back().id);
   }
-  t->byte_fallback = m.value("byte_fallback", false);
-  t->ignore_merges = m.value("ignore_merges", false);
-  if (m.contains("unk_token") && m["unk_token"].is_string()) {
-    auto it = t->vocab.find(m["unk_token"].get<std::string>());
-    if (it != t->vocab.end()) t->unk = it->second;
-  }
-  int32_t rank = 0;
-  for (auto& mg : m.value("merges", json::array())) {
-    std::string a, b;
-    if (mg.is_string()) {
-      std::string s = mg.get<std::string>();
-      auto sp = s.find(' ', 1);
-      if (sp == std::string::npos) throw UserError(path + ": model.merges[" + std::to_string(rank) + "] '" + s + "' is not \"a b\"");
-      a = s.substr(0, sp), b = s.substr(sp + 1);
-    } else if (mg.is_array() && mg.size() == 2) {
-      a = mg[0].get<std::string>(), b = mg[1].get<std::string>();
-    } else {
-      throw UserError(path + ": model.merges[" + std::to_string(rank) + "] must be \"a b\" or [a, b]");
-    }
-    auto ia = t->vocab.find(a), ib = t->vocab.find(b), ic = t->vocab.find(a + b);
-    if (ia == t->vocab.end() || ib == t->vocab.end() || ic == t->vocab.end())
-      throw UserError(path + ": model.merges[" + std::to_string(rank) + "] '" + a + " " + b + "' uses tokens missing from model.vocab");
-    t->merges.emplace(std::make_pair(ia->second, ib->second), std::make_pair(rank, ic->second));
-    ++rank;
-  }
-  for (auto& a : j.value("added_tokens", json::array())) {
-    AddedToken at{a.value("content", ""), a.value("id", -1), a.value("special", false)};
-    if (at.content.empty() || at.id < 0) throw UserError(path + ": added_tokens entry without content or id");
-    t->added.push_back(at);
-    max_id = std::max(max_id, at.id);
-  }
-  std::sort(t->added.begin(), t->added.end(), [](auto& x, auto& y) { return x.content.size() > y.content.size(); });
   t->id_to_tok.assign(static_cast<size_t>(max_id + 1), "");
-  t->is_special.assign(static_cast<size_t>(max_id + 1), false);
-  for (auto& [s, id] : t->vocab) t->id_to_tok[static_cast<size_t>(id)] = s;
-  for (auto& a : t->added) t->id_to_tok[static_cast<size_t>(a.id)] = a.content, t->is_special[static_cast<size_t>(a.id)] = a.special;
-  parse_normalizer(j.value("normalizer", json()), *t, path);
-  parse_pre(j.value("pre_tokenizer", json()), *t, path);
-  parse_decoder(j.value("decoder", json()), *t, path);
-  const json& pp = j.value("post_processor", json());
-  if (pp.is_object() && pp.value("type", "") == "TemplateProcessing") {
-    bool seen_a = false;
-    for (auto& item : pp["single"]) {
-      if (item.contains("Sequence")) {
-        seen_a = true;
-        continue;
-      }
-      std::string id = item["SpecialToken"]["id"].get<std::string>();
-      auto& st = pp["special_tokens"][id];
-      for (auto& x : st["ids"]) (seen_a ? t->suffix_ids : t->prefix_ids).push_back(x.get<int32_t>());
-    }
-  } else if (pp.is_object() && pp.value("type", "") == "Sequence") {
-    for (auto& p : pp["processors"])
-      if (p.value("type", "") == "TemplateProcessing") {
-        bool seen_a = false;
-        for (auto& item : p["single"]) {
-          if (item.contains("Sequence")) {
-            seen_a = true;
-            continue;
-          }
-          std::string id = item["SpecialToken"]["id"].get<std::string>();
-          for (auto& x : p["special_tokens"][id]["ids"]) (seen_a ? t->suffix_ids : t->prefix_ids).push_back(x.get<int32_t>());
-        }
-      }
+  t->special.assign(static_cast<size_t>(max_id + 1), 0);
+  for (auto& [s, id] : t->bpe.vocab()) t->id_to_tok[static_cast<size_t>(id)] = s;
+  for (auto& a : t->added) {
+    t->id_to_tok[static_cast<size_t>(a.id)] = a.content;
+    t->special[static_cast<size_t>(a.id)] = a.special;
+    t->added_ids[a.content] = a.id;
+    // Without a normalizer the normalized text is the raw text: one pass suffices.
+    (a.normalized && !t->pipe.norm.empty() ? t->norm_added : t->raw_added).add(&a);
   }
+  t->raw_added.finish();
+  t->norm_added.finish();
+  for (int32_t id : t->pipe.prefix_ids)
+    if (id < 0 || id > max_id) throw UserError(path + ": post_processor adds id " + std::to_string(id) + ", outside the vocabulary");
+  for (int32_t id : t->pipe.suffix_ids)
+    if (id < 0 || id > max_id) throw UserError(path + ": post_processor adds id " + std::to_string(id) + ", outside the vocabulary");
   Tokenizer tk;
   tk.impl_ = t;
   return tk;
@@ -461,158 +208,105 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     throw UserError("no tokenizer.json in '" + dir + "'", "a model folder needs the Hugging Face tokenizer.json");
   Tokenizer tk = from_file((d / "tokenizer.json").string());
   auto t = std::const_pointer_cast<Impl>(tk.impl_);
-  auto id_of = [&](const json& v) -> std::optional<int32_t> {
-    if (v.is_number_integer()) return v.get<int32_t>();
-    if (auto s = token_string(v)) return tk.token_to_id(*s);
-    return std::nullopt;
+  // Ids as ints (config.json, generation_config.json) or token strings / {content: ...}
+  // (tokenizer_config.json); null means "none".
+  auto id_of = [&](const json& v, const std::string& where) -> std::optional<int32_t> {
+    if (v.is_null()) return std::nullopt;
+    if (v.is_number_integer()) {
+      int64_t id = v.get<int64_t>();
+      if (id < 0 || id >= tk.vocab_size())
+        throw UserError(where + ": id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(tk.vocab_size()) + ")");
+      return static_cast<int32_t>(id);
+    }
+    const json* s = &v;
+    if (v.is_object() && v.contains("content")) s = &v["content"];
+    if (!s->is_string()) throw UserError(where + ": expected a token id, a token string or {\"content\": ...}");
+    auto id = tk.token_to_id(s->get<std::string>());
+    if (!id) throw UserError(where + ": token '" + s->get<std::string>() + "' is not in tokenizer.json");
+    return id;
   };
-  auto add_eos = [&](const json& v) {
-    if (v.is_array())
-      for (auto& x : v) {
-        if (auto i = id_of(x)) t->eos.push_back(*i);
-      }
-    else if (auto i = id_of(v))
-      t->eos.push_back(*i);
+  std::optional<int32_t> bos, pad;
+  std::vector<int32_t> eos;
+  auto add_eos = [&](std::optional<int32_t> id) {
+    if (id && std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
   };
-  for (const char* f : {"config.json", "generation_config.json"}) {
+  // Precedence: generation_config.json, then config.json, then tokenizer_config.json; eos
+  // ids from all three are kept (generation stops on any).
+  for (auto [f, suffix] : {std::pair{"generation_config.json", "_id"}, std::pair{"config.json", "_id"}, std::pair{"tokenizer_config.json", ""}}) {
     if (!fs::exists(d / f)) continue;
     json j = read_json(d / f);
-    if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) t->bos = id_of(j["bos_token_id"]);
-    if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) t->eos.clear(), add_eos(j["eos_token_id"]);
-    if (j.contains("pad_token_id") && !j["pad_token_id"].is_null()) t->pad = id_of(j["pad_token_id"]);
-  }
-  if (fs::exists(d / "tokenizer_config.json")) {
-    json j = read_json(d / "tokenizer_config.json");
-    if (j.contains("bos_token") && !j["bos_token"].is_null() && !t->bos) t->bos = id_of(j["bos_token"]);
-    if (j.contains("eos_token") && !j["eos_token"].is_null()) {
-      auto e = id_of(j["eos_token"]);
-      if (e && std::find(t->eos.begin(), t->eos.end(), *e) == t->eos.end()) t->eos.push_back(*e);
+    if (!j.is_object()) throw UserError((d / f).string() + ": expected a JSON object");
+    std::string file = (d / f).string();
+    auto field = [&](const std::string& name) -> const json* {
+      std::string k = name + suffix;
+      return j.contains(k) ? &j[k] : nullptr;
+    };
+    if (auto* v = field("bos_token"); v && !bos) bos = id_of(*v, file + ": " + "bos_token" + suffix);
+    if (auto* v = field("pad_token"); v && !pad) pad = id_of(*v, file + ": " + "pad_token" + suffix);
+    if (auto* v = field("eos_token")) {
+      std::string where = file + ": eos_token" + suffix;
+      if (v->is_array()) {
+        for (size_t i = 0; i < v->size(); ++i) add_eos(id_of((*v)[i], where + "[" + std::to_string(i) + "]"));
+      } else {
+        add_eos(id_of(*v, where));
+      }
     }
-    if (j.contains("pad_token") && !j["pad_token"].is_null() && !t->pad) t->pad = id_of(j["pad_token"]);
   }
+  t->bos = bos, t->pad = pad, t->eos = eos;
   return tk;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text_in, bool add_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
   const Impl& t = *impl_;
   std::vector<int32_t> out;
-  if (add_special) out.insert(out.end(), t.prefix_ids.begin(), t.prefix_ids.end());
-  std::string text(text_in);
-  // Split out added tokens (longest first at each position), then run the pipeline on the gaps.
-  size_t start = 0;
-  auto flush = [&](size_t end) {
-    if (end <= start) return;
-    std::string seg = t.normalize(text.substr(start, end - start));
-    for (auto& piece : t.pre_tokenize(seg))
-      if (!piece.empty()) t.bpe_word(piece, out);
-  };
-  for (size_t i = 0; i < text.size();) {
-    const AddedToken* hit = nullptr;
-    for (auto& a : t.added)
-      if (text.compare(i, a.content.size(), a.content) == 0) {
-        hit = &a;
-        break;
-      }
-    if (!hit) {
-      ++i;
+  if (add_special) out.insert(out.end(), t.pipe.prefix_ids.begin(), t.pipe.prefix_ids.end());
+  std::vector<Seg> raw, norm;
+  split_added(t.raw_added, std::string(text), true, raw);
+  std::vector<std::string> words;
+  for (auto& s : raw) {
+    if (s.id >= 0) {
+      out.push_back(s.id);
       continue;
     }
-    flush(i);
-    out.push_back(hit->id);
-    i += hit->content.size();
-    start = i;
+    norm.clear();
+    split_added(t.norm_added, t.pipe.normalize(std::move(s.text)), s.at_start, norm);
+    for (auto& n : norm) {
+      if (n.id >= 0) {
+        out.push_back(n.id);
+        continue;
+      }
+      words.clear();
+      t.pipe.pre_tokenize({std::move(n.text), n.at_start}, words);
+      for (auto& w : words) t.bpe.encode_word(w, t.pipe.byte_level, out);
+    }
   }
-  flush(text.size());
-  if (add_special) out.insert(out.end(), t.suffix_ids.begin(), t.suffix_ids.end());
+  if (add_special) out.insert(out.end(), t.pipe.suffix_ids.begin(), t.pipe.suffix_ids.end());
   return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
   const Impl& t = *impl_;
   std::vector<std::string> toks;
-  std::vector<bool> added_tok;
+  toks.reserve(ids.size());
   for (int32_t id : ids) {
-    if (id < 0 || static_cast<size_t>(id) >= t.id_to_tok.size()) continue;
-    if (skip_special && t.is_special[static_cast<size_t>(id)]) continue;
+    if (id < 0 || static_cast<size_t>(id) >= t.id_to_tok.size()) continue;  // HF drops unknown ids
+    if (skip_special && t.special[static_cast<size_t>(id)]) continue;
     toks.push_back(t.id_to_tok[static_cast<size_t>(id)]);
-    bool is_added = std::any_of(t.added.begin(), t.added.end(), [&](auto& a) { return a.id == id; });
-    added_tok.push_back(is_added);
   }
-  // Added tokens pass through verbatim; the decoder chain runs on the runs between them.
-  std::string result;
-  size_t i = 0;
-  while (i < toks.size()) {
-    if (added_tok[i]) {
-      result += toks[i++];
-      continue;
-    }
-    std::vector<std::string> run;
-    while (i < toks.size() && !added_tok[i]) run.push_back(toks[i++]);
-    for (auto& d : t.dec) {
-      switch (d.kind) {
-        case DecStep::kByteLevel: {
-          std::string joined;
-          for (auto& s : run) joined += s;
-          std::string bytes;
-          for (auto& ch : utf8_chars(joined)) {
-            auto it = byte_map().dec.find(ch);
-            bytes += it != byte_map().dec.end() ? std::string(1, static_cast<char>(it->second)) : ch;
-          }
-          run = {bytes};
-          break;
-        }
-        case DecStep::kReplace:
-          for (auto& s : run) s = replace_all(s, d.a, d.b);
-          break;
-        case DecStep::kMetaspace:
-          for (size_t k = 0; k < run.size(); ++k) {
-            run[k] = replace_all(run[k], d.a, " ");
-            if (k == 0 && result.empty() && !run[k].empty() && run[k][0] == ' ') run[k].erase(0, 1);
-          }
-          break;
-        case DecStep::kByteFallback: {
-          std::vector<std::string> next;
-          std::string pending;
-          for (auto& s : run) {
-            unsigned v;
-            if (s.size() == 6 && s.rfind("<0x", 0) == 0 && s[5] == '>' && std::sscanf(s.c_str(), "<0x%2X>", &v) == 1) {
-              pending += static_cast<char>(v);
-              continue;
-            }
-            if (!pending.empty()) next.push_back(pending), pending.clear();
-            next.push_back(s);
-          }
-          if (!pending.empty()) next.push_back(pending);
-          run = std::move(next);
-          break;
-        }
-        case DecStep::kFuse: {
-          std::string joined;
-          for (auto& s : run) joined += s;
-          run = {joined};
-          break;
-        }
-        case DecStep::kStrip:
-          for (size_t k = 0; k < run.size(); ++k) {
-            std::string& s = run[k];
-            for (int n = 0; n < d.strip_start && s.compare(0, d.a.size(), d.a) == 0; ++n) s.erase(0, d.a.size());
-            for (int n = 0; n < d.strip_stop && s.size() >= d.a.size() && s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0; ++n)
-              s.erase(s.size() - d.a.size());
-          }
-          break;
-      }
-    }
-    for (auto& s : run) result += s;
+  if (t.pipe.dec.empty()) {  // HF joins with spaces when there is no decoder
+    std::string s;
+    for (size_t i = 0; i < toks.size(); ++i) s += (i ? " " : "") + toks[i];
+    return s;
   }
-  return result;
+  return t.pipe.decode(std::move(toks));
 }
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_to_tok.size()); }
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  for (auto& a : impl_->added)
-    if (a.content == token) return a.id;
-  auto it = impl_->vocab.find(std::string(token));
-  if (it == impl_->vocab.end()) return std::nullopt;
+  std::string s(token);
+  if (auto it = impl_->added_ids.find(s); it != impl_->added_ids.end()) return it->second;
+  auto it = impl_->bpe.vocab().find(s);
+  if (it == impl_->bpe.vocab().end()) return std::nullopt;
   return it->second;
 }
 std::string Tokenizer::id_to_token(int32_t id) const {
