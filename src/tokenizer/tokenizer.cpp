@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/pipeline.h"
+#include "tokenizer/text.h"
 #include "util/error.h"
 
 namespace brl::tok {
@@ -58,13 +60,23 @@ bool is_ws(uint32_t c) {
   return (c >= 9 && c <= 13) || c == 32 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
          c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
-// Word characters for single_word: alphanumerics (non-ASCII letters counted as such) and '_'.
-bool is_word(uint32_t c) { return c == '_' || (c < 0x80 ? std::isalnum(static_cast<int>(c)) != 0 : !is_ws(c)); }
-uint32_t last_cp(std::string_view s) {
-  size_t i = s.size();
+// Word characters for single_word, as Rust's regex \w (HF's test): Alphabetic, marks,
+// decimal digits, connector punctuation, joiners.
+bool is_word_char(std::string_view ch) {
+  if (ch.size() == 1) return ch[0] == '_' || std::isalnum(static_cast<unsigned char>(ch[0])) != 0;
+  static const Regex word(R"(^[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])", "single_word");
+  std::vector<std::pair<size_t, size_t>> m;
+  word.find_all(ch, m);
+  return !m.empty();
+}
+bool word_before(std::string_view s, size_t b) {
+  size_t i = b;
   while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
-  size_t n;
-  return i > 0 ? decode_cp(s, i - 1, &n) : decode_cp(s, i, &n);
+  if (i > 0) --i;
+  return is_word_char(s.substr(i, b - i));
+}
+bool word_after(std::string_view s, size_t e) {
+  return is_word_char(s.substr(e, std::min(utf8_len(static_cast<unsigned char>(s[e])), s.size() - e)));
 }
 
 // Segment of the input: either text for the pipeline or an added token's id.
@@ -94,9 +106,8 @@ void split_added(const AddedSet& set, const std::string& text, bool at_start, st
     }
     size_t b = i, e = i + hit->content.size();
     if (hit->single_word) {
-      size_t n;
-      bool left_ok = b == 0 || !is_word(last_cp(std::string_view(text).substr(0, b)));
-      bool right_ok = e == text.size() || !is_word(decode_cp(text, e, &n));
+      bool left_ok = b == 0 || !word_before(text, b);
+      bool right_ok = e == text.size() || !word_after(text, e);
       if (!left_ok || !right_ok) {
         i = e;  // HF's scan resumes after a rejected match
         continue;
