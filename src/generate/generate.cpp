@@ -1,5 +1,6 @@
 // Batched generation loop.
 #include "generate/generate.h"
+#include "util/rng.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -24,13 +25,8 @@ void GenerateOptions::validate() const {
 const char* finish_reason_name(FinishReason r) { return r == FinishReason::kStop ? "stop" : "length"; }
 
 namespace {
-// splitmix64: decorrelated per-completion seeds from (seed, prompt, sample).
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// Decorrelated per-completion seeds from (seed, prompt, sample).
+uint64_t mix(uint64_t x) { return splitmix64(x); }
 }  // namespace
 
 std::vector<Completion> generate(const model::Model& model,

@@ -7,23 +7,17 @@
 #include "tasks/rewards.h"
 #include "tasks/task.h"
 #include "util/error.h"
+#include "util/rng.h"
 
 namespace brl::tasks {
 
 namespace {
 
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A tiny deterministic stream: same (seed, index) -> same numbers on every platform.
 struct Stream {
   uint64_t s;
-  Stream(uint64_t seed, uint64_t index) : s(splitmix(seed ^ splitmix(index))) {}
-  uint64_t next() { return s = splitmix(s); }
+  Stream(uint64_t seed, uint64_t index) : s(splitmix64(seed ^ splitmix64(index))) {}
+  uint64_t next() { return s = splitmix64(s); }
   int64_t uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1)); }
 };
 
