@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Random Hugging Face checkpoints (config.json + model.safetensors) for the llama.cpp oracle
+and the benches, written with numpy alone; and random PEFT LoRA adapters for a base folder.
+
+  random_hf.py model SHAPE OUT_DIR [--seed S] [--std X] [--dtype F32|BF16|F16]
+  random_hf.py lora BASE_DIR OUT_DIR [--seed S] [--r R] [--alpha A] [--targets q_proj,...]
+
+Shapes: qwen2.5-0.5b and small (Qwen2, tied, qkv biases: bench shapes), tiny-llama (GQA,
+untied), tiny-qwen2 (biases, tied), tiny-qwen3 (q_norm/k_norm, head_dim != hidden/heads).
+Weights ~ N(0, std), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, std); seeded, in a fixed order.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hfio  # noqa: E402
+
+_QWEN2 = dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], vocab_size=151936,
+              tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6,
+              max_position_embeddings=32768, hidden_act="silu")
+
+SHAPES = {
+    "qwen2.5-0.5b": dict(_QWEN2, hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, intermediate_size=4864, head_dim=64),
+    "small": dict(_QWEN2, hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
+                  num_key_value_heads=2, intermediate_size=1408, head_dim=64),
+    "tiny-llama": dict(model_type="llama", architectures=["LlamaForCausalLM"], vocab_size=131,
+                       hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, intermediate_size=96, head_dim=16,
+                       rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                       attention_bias=False, mlp_bias=False, max_position_embeddings=512,
+                       hidden_act="silu"),
+    "tiny-qwen2": dict(_QWEN2, vocab_size=120, hidden_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=112,
+                       head_dim=16, max_position_embeddings=512),
+    "tiny-qwen3": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], vocab_size=140,
+                       hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, intermediate_size=80, head_dim=32,
+                       rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                       attention_bias=False, max_position_embeddings=512, hidden_act="silu"),
+}
+# Tiny shapes get a larger init so attention is far from uniform and RoPE matters.
+DEFAULT_STD = {"tiny-llama": 0.1, "tiny-qwen2": 0.1, "tiny-qwen3": 0.1}
+
+
+def tensor_shapes(h):
+    """[(hf_name, shape, kind)] in file order; kind: w (weight), n (norm), b (bias)."""
+    C, V, F = h["hidden_size"], h["vocab_size"], h["intermediate_size"]
+    D, nh, nkv = h["head_dim"], h["num_attention_heads"], h["num_key_value_heads"]
+    out = [("model.embed_tokens.weight", (V, C), "w")]
+    for i in range(h["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        out.append((p + "input_layernorm.weight", (C,), "n"))
+        for proj, o, inn in (("q", nh * D, C), ("k", nkv * D, C), ("v", nkv * D, C), ("o", C, nh * D)):
+            out.append((p + f"self_attn.{proj}_proj.weight", (o, inn), "w"))
+            if (proj != "o" and h["qkv_bias"]) or (proj == "o" and h["o_bias"]):
+                out.append((p + f"self_attn.{proj}_proj.bias", (o,), "b"))
+        if h["qk_norm"]:
+            out.append((p + "self_attn.q_norm.weight", (D,), "n"))
+            out.append((p + "self_attn.k_norm.weight", (D,), "n"))
+        out.append((p + "post_attention_layernorm.weight", (C,), "n"))
+        for proj, o, inn in (("gate", F, C), ("up", F, C), ("down", C, F)):
+            out.append((p + f"mlp.{proj}_proj.weight", (o, inn), "w"))
+            if h["mlp_bias"]:
+                out.append((p + f"mlp.{proj}_proj.bias", (o,), "b"))
+    out.append(("model.norm.weight", (C,), "n"))
+    if not h["tie_word_embeddings"]:
+        out.append(("lm_head.weight", (V, C), "w"))
+    return out
+
+
+def write_model(shape, out_dir, seed, std, dtype):
+    if shape not in SHAPES:
+        raise SystemExit(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
+    cfg = dict(SHAPES[shape])
+    cfg["torch_dtype"] = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[dtype]
+    std = DEFAULT_STD.get(shape, 0.02) if std is None else std
+    h = hfio.hparams(cfg)
+    rng = np.random.default_rng(seed)
+
+    def producer(shp, kind):
+        def make():
+            x = rng.standard_normal(shp, dtype=np.float32)
+            if kind == "n":
+                return 1.0 + 0.1 * x
+            return std * x
+        return make
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    hfio.write_safetensors(os.path.join(out_dir, "model.safetensors"),
+                           [(n, s, producer(s, k)) for n, s, k in tensor_shapes(h)], dtype)
+
+
+def write_lora(base_dir, out_dir, seed, r, alpha, targets, rslora):
+    h = hfio.hparams(hfio.read_config(base_dir))
+    shapes = {n: s for n, s, _ in tensor_shapes(h)}
+    rng = np.random.default_rng(seed)
+    tensors = []
+    for i in range(h["num_hidden_layers"]):
+        for t in targets:
+            mod = f"model.layers.{i}.{'mlp' if t in ('gate_proj', 'up_proj', 'down_proj') else 'self_attn'}.{t}"
+            out_f, in_f = shapes[mod + ".weight"]
+            # B is random (not PEFT's zeros) so the adapter changes the logits measurably.
+            a = rng.standard_normal((r, in_f), dtype=np.float32) / np.sqrt(in_f)
+            b = 0.05 * rng.standard_normal((out_f, r), dtype=np.float32)
+            tensors.append((f"base_model.model.{mod}.lora_A.weight", a))
+            tensors.append((f"base_model.model.{mod}.lora_B.weight", b))
+    os.makedirs(out_dir, exist_ok=True)
+    hfio.write_safetensors(os.path.join(out_dir, "adapter_model.safetensors"), tensors, "F32")
+    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": r, "lora_alpha": alpha,
+           "target_modules": list(targets), "lora_dropout": 0.0, "bias": "none",
+           "use_rslora": rslora, "fan_in_fan_out": False, "inference_mode": True,
+           "base_model_name_or_path": os.path.abspath(base_dir)}
+    with open(os.path.join(out_dir, "adapter_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("model")
+    m.add_argument("shape")
+    m.add_argument("out_dir")
+    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--std", type=float, default=None)
+    m.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
+    lo = sub.add_parser("lora")
+    lo.add_argument("base_dir")
+    lo.add_argument("out_dir")
+    lo.add_argument("--seed", type=int, default=2)
+    lo.add_argument("--r", type=int, default=4)
+    lo.add_argument("--alpha", type=float, default=8.0)
+    lo.add_argument("--rslora", action="store_true")
+    lo.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
+    a = ap.parse_args()
+    if a.cmd == "model":
+        write_model(a.shape, a.out_dir, a.seed, a.std, a.dtype)
+    else:
+        write_lora(a.base_dir, a.out_dir, a.seed, a.r, a.alpha, a.targets.split(","), a.rslora)
+
+
+if __name__ == "__main__":
+    main()
