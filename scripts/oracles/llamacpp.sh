@@ -51,14 +51,26 @@ for name in logits bench; do
   fi
 done
 
-# Self-check: a tiny random Qwen3 converted and evaluated (a second or two).
+# Self-check (a few seconds): tiny random Llama (q/k permutation, with a LoRA adapter) and Qwen3
+# (q/k norm) through converter + driver, against the numpy reference tools/llamacpp/ref_forward.py.
 CHECK=$ROOT/.oracles/llamacpp/selfcheck
-if [[ ! -f $CHECK/ok || $ROOT/tools/llamacpp/hf_to_gguf.py -nt $CHECK/ok || $BIN/llamacpp-logits -nt $CHECK/ok ]]; then
+newer() { for f in "$ROOT"/tools/llamacpp/*.py "$BIN/llamacpp-logits"; do [[ $f -nt $CHECK/ok ]] && return 0; done; return 1; }
+if [[ ! -f $CHECK/ok ]] || newer; then
   rm -rf "$CHECK" && mkdir -p "$CHECK"
   export PYTHONPATH=$SRC/gguf-py
-  /usr/bin/python3 "$ROOT/tools/llamacpp/random_hf.py" model tiny-qwen3 "$CHECK/hf"
-  /usr/bin/python3 "$ROOT/tools/llamacpp/hf_to_gguf.py" model "$CHECK/hf" "$CHECK/m.gguf"
-  "$BIN/llamacpp-logits" "$CHECK/m.gguf" 1,2,3 "$CHECK/logits.f32" >/dev/null
+  PY=/usr/bin/python3 T=$ROOT/tools/llamacpp TOK=5,17,3,99,42,7,0,64,12,88,23,1
+  for s in tiny-llama tiny-qwen3; do
+    $PY "$T/random_hf.py" model $s "$CHECK/$s"
+    $PY "$T/hf_to_gguf.py" model "$CHECK/$s" "$CHECK/$s.gguf"
+    "$BIN/llamacpp-logits" "$CHECK/$s.gguf" $TOK "$CHECK/$s.f32" >/dev/null
+    echo -n "llama.cpp oracle: self-check $s: "
+    $PY "$T/ref_forward.py" --check "$CHECK/$s" $TOK "$CHECK/$s.f32" --tol 1e-5
+  done
+  $PY "$T/random_hf.py" lora "$CHECK/tiny-llama" "$CHECK/lora"
+  $PY "$T/hf_to_gguf.py" lora "$CHECK/lora" "$CHECK/tiny-llama" "$CHECK/lora.gguf"
+  "$BIN/llamacpp-logits" "$CHECK/tiny-llama.gguf" $TOK "$CHECK/lora.f32" --lora "$CHECK/lora.gguf" >/dev/null
+  echo -n "llama.cpp oracle: self-check tiny-llama + LoRA: "
+  $PY "$T/ref_forward.py" --check "$CHECK/tiny-llama" $TOK "$CHECK/lora.f32" --lora "$CHECK/lora" --tol 1e-5
   touch "$CHECK/ok"
 fi
 echo "llama.cpp oracle: ready ($BIN/llamacpp-logits, $BIN/llamacpp-bench; PYTHONPATH=$SRC/gguf-py)"

@@ -6,7 +6,8 @@ q/k RMSNorm before RoPE, tied LM head), with an optional PEFT LoRA adapter
 the llama.cpp pipeline (hf_to_gguf.py + logits.c) end to end without any of our C++ code.
 
   ref_forward.py HF_DIR TOKENS OUT.f32 [--lora ADAPTER_DIR]
-  ref_forward.py --check HF_DIR TOKENS LLAMACPP.f32 [--lora ADAPTER_DIR]   (prints the diff)
+  ref_forward.py --check HF_DIR TOKENS LLAMACPP.f32 [--lora ADAPTER_DIR] [--tol 1e-5]
+      prints the diff; exits 1 when max |diff| / max |logit| exceeds --tol
 """
 import argparse
 import json
@@ -101,6 +102,7 @@ def main():
     ap.add_argument("tokens")
     ap.add_argument("file")
     ap.add_argument("--lora")
+    ap.add_argument("--tol", type=float, default=1e-5)
     a = ap.parse_args()
     tokens = [int(t) for t in a.tokens.split(",")]
     ref = forward(a.hf_dir, tokens, a.lora)
@@ -112,7 +114,10 @@ def main():
         raise SystemExit(f"{a.file}: {other.size} floats, expected {ref.shape}")
     other = other.reshape(ref.shape)
     diff = np.abs(other - ref).max()
-    print(f"max |diff| {diff:.3e}  max |logit| {np.abs(ref).max():.3e}  relative {diff / np.abs(ref).max():.3e}")
+    rel = diff / np.abs(ref).max()
+    print(f"max |diff| {diff:.3e}  max |logit| {np.abs(ref).max():.3e}  relative {rel:.3e}")
+    if not rel <= a.tol:
+        raise SystemExit(f"relative difference {rel:.3e} exceeds --tol {a.tol:g}")
 
 
 if __name__ == "__main__":
