@@ -10,6 +10,7 @@
 
 #include "grpo/trainer.h"
 #include "model/loader.h"
+#include "tokenizer/text.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -21,28 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 constexpr int kEos = 256;
 
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to U+0100 onwards.
-std::string byte_symbol(int b) {
-  static std::vector<int> cp = [] {
-    std::vector<int> m(256, -1);
-    for (int c = 33; c <= 126; ++c) m[c] = c;
-    for (int c = 161; c <= 172; ++c) m[c] = c;
-    for (int c = 174; c <= 255; ++c) m[c] = c;
-    int n = 0;
-    for (int c = 0; c < 256; ++c)
-      if (m[c] < 0) m[c] = 256 + n++;
-    return m;
-  }();
-  int c = cp[b];
-  std::string s;
-  if (c < 0x80) s += static_cast<char>(c);
-  else {
-    s += static_cast<char>(0xC0 | (c >> 6));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  }
-  return s;
-}
-
 void write_json(const fs::path& p, const nlohmann::json& j) {
   std::ofstream f(p);
   f << j.dump(2) << "\n";
@@ -53,7 +32,7 @@ void write_json(const fs::path& p, const nlohmann::json& j) {
 void write_byte_tokenizer(const std::string& dir) {
   fs::create_directories(dir);
   nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
+  for (int b = 0; b < 256; ++b) vocab[tok::ByteMap::get().enc[b]] = b;  // GPT-2's byte symbols
   nlohmann::json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   nlohmann::json tok = {
       {"version", "1.0"},
