@@ -1,0 +1,3 @@
+# codec_bench (a benchmark, not a test): update payload bytes and encode/decode time per codec.
+add_executable(codec_bench ${CMAKE_SOURCE_DIR}/bench/codec_bench.cpp)
+target_link_libraries(codec_bench PRIVATE brl_codec)

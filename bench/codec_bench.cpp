@@ -1,0 +1,116 @@
+// codec_bench: bytes per sync and encode/decode time of each update codec for LoRA adapter
+// shapes (all linear modules: q, k, v, o, gate, up, down; A [r, in], B [out, r]).
+//
+//   codec_bench [--reps 5] [--level 3]
+// The deltas are Gaussian (A and B with their own sigma, fixed seed). Real deltas are not:
+// heavier tails make absmax blocks coarser, and structure (many near-zero rows) can make zstd
+// gain more, so treat the ratios as indicative. Times are medians over --reps runs, one thread.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "util/error.h"
+
+using namespace brl;
+using codec::Kind;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int hidden, layers, heads, kv_heads, head_dim, intermediate, rank;
+};
+
+std::vector<codec::Tensor> adapter(const Shape& s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> ga(0.0f, 1e-2f), gb(0.0f, 1e-3f);
+  struct Mod {
+    const char* name;
+    int in, out;
+  };
+  const int q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  const Mod mods[] = {{"self_attn.q_proj", s.hidden, q},           {"self_attn.k_proj", s.hidden, kv},
+                      {"self_attn.v_proj", s.hidden, kv},          {"self_attn.o_proj", q, s.hidden},
+                      {"mlp.gate_proj", s.hidden, s.intermediate}, {"mlp.up_proj", s.hidden, s.intermediate},
+                      {"mlp.down_proj", s.intermediate, s.hidden}};
+  std::vector<codec::Tensor> ts;
+  for (int l = 0; l < s.layers; ++l)
+    for (auto& m : mods) {
+      std::string base = "base_model.model.model.layers." + std::to_string(l) + "." + m.name;
+      codec::Tensor a{base + ".lora_A.weight", {s.rank, m.in}, std::vector<float>(size_t(s.rank) * m.in)};
+      codec::Tensor b{base + ".lora_B.weight", {m.out, s.rank}, std::vector<float>(size_t(s.rank) * m.out)};
+      for (auto& x : a.data) x = ga(rng);
+      for (auto& x : b.data) x = gb(rng);
+      ts.push_back(std::move(a));
+      ts.push_back(std::move(b));
+    }
+  return ts;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+template <class F>
+double ms_of(F&& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 5, level = 3;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--level") && i + 1 < argc) level = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: codec_bench [--reps 5] [--level 3]\n");
+      return 2;
+    }
+  }
+  const Shape shapes[] = {{"demo (h128, 4 layers, r8)", 128, 4, 4, 2, 32, 352, 8},
+                          {"Qwen2.5-0.5B (r16)", 896, 24, 14, 2, 64, 4864, 16}};
+  try {
+    std::printf("| adapter | params | codec | block | bytes (zstd %d) | bytes/param | %% of fp32 | stored bytes | encode ms | decode ms |\n",
+                level);
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (auto& s : shapes) {
+      const auto ts = adapter(s, 7);
+      size_t params = 0;
+      for (auto& t : ts) params += t.data.size();
+      double fp32_bytes = 0;
+      const std::pair<Kind, int> runs[] = {{Kind::fp32, 64}, {Kind::bf16, 64}, {Kind::int8, 64},
+                                           {Kind::int8, 128}, {Kind::int4, 64}, {Kind::int4, 128}};
+      for (auto [k, block] : runs) {
+        const codec::Options opt{k, block, level};
+        std::string bytes;
+        std::vector<double> enc, dec;
+        for (int r = 0; r < reps; ++r) {
+          enc.push_back(ms_of([&] { bytes = codec::encode(ts, opt); }));
+          dec.push_back(ms_of([&] { codec::decode(bytes).status().throw_if_error(); }));
+        }
+        const size_t stored = codec::encode(ts, {k, block, 0}).size();
+        if (k == Kind::fp32) fp32_bytes = static_cast<double>(bytes.size());
+        const bool blocked = k == Kind::int8 || k == Kind::int4;
+        std::printf("| %s | %.2fM | %s | %s | %zu | %.3f | %.1f %% | %zu | %.1f | %.1f |\n", s.name, params / 1e6,
+                    codec::kind_name(k), blocked ? std::to_string(block).c_str() : "-", bytes.size(),
+                    static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes, stored,
+                    median(enc), median(dec));
+      }
+    }
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "codec_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
