@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,5 +32,9 @@ struct Register {
 // Sets libtorch's intra-op threads to the core count (it starts with 1) and warns when the
 // BLAS in use is the slow reference one. Call from commands that do tensor work.
 void init_compute(int threads = 0);
+
+// Installs SIGINT/SIGTERM handlers that set the returned flag (long-running commands stop
+// cleanly on Ctrl-C); a second Ctrl-C exits at once.
+const std::atomic<bool>& stop_on_signals();
 
 }  // namespace brl::cli

@@ -1,6 +1,8 @@
 // Compute set-up shared by the tensor commands: thread count and a BLAS sanity check.
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
 #include <link.h>
 
 #include <cstring>
@@ -42,6 +44,22 @@ void init_compute(int threads) {
              "Install it: apt-get install libopenblas0-pthread",
              blas_path().empty() ? "libblas.so.3" : blas_path());
   }
+}
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  if (g_stop.exchange(true)) _exit(130);
+}
+}  // namespace
+
+const std::atomic<bool>& stop_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return g_stop;
 }
 
 }  // namespace brl::cli

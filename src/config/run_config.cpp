@@ -65,7 +65,8 @@ ConfigTable train_table(TrainConfig& c) {
 }
 
 std::vector<ConfigTable> tables(RunConfig& c) {
-  return {model_table(c.model), c.lora.table(), c.grpo.table(), task_table(c.task), train_table(c.train)};
+  return {model_table(c.model), c.lora.table(), c.grpo.table(), task_table(c.task), train_table(c.train),
+          c.sync.table(),         c.proxy.table(), c.aggregation.table()};
 }
 
 }  // namespace
@@ -137,6 +138,9 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
 void RunConfig::validate() const {
   lora.validate();
   grpo.validate();
+  sync.validate();
+  proxy.validate();
+  aggregation.validate();
 }
 
 nlohmann::json RunConfig::to_json() {

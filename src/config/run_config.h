@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/async_config.h"
 #include "config/grpo_config.h"
 #include "config/lora_config.h"
 #include "tasks/task.h"
@@ -36,14 +37,16 @@ struct RunConfig {
   grpo::GrpoConfig grpo;
   tasks::TaskOptions task;
   TrainConfig train;
+  SyncConfig sync;
+  ProxyConfig proxy;
+  AggregationConfig aggregation;
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_string(const std::string& text, const std::string& source);
   void apply_overrides(const std::vector<std::string>& kvs);
   void validate() const;
   nlohmann::json to_json();  // the resolved config (printed and stored at start)
-
- private:
+  // Sets the keys present in j ({section: {key: value}}); errors name `source` and the key.
   void apply_json(const nlohmann::json& j, const std::string& source);
 };
 

@@ -31,19 +31,24 @@ std::string latest_checkpoint(const std::string& out) {
   return best;
 }
 
+Session open_session(const RunConfig& cfg) {
+  if (cfg.model.path.empty()) throw UserError("no base model: set [model] path or --set model.path=DIR");
+  Session s{model::load_model(cfg.model.path), tok::Tokenizer::from_dir(cfg.model.path), tasks::make_task(cfg.task), {}};
+  lora::attach(s.model, cfg.lora);
+  for (auto& r : s.task->rewards) s.reward_weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
+  return s;
+}
+
 TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy) {
   auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   cfg.validate();
-  if (cfg.model.path.empty()) throw UserError("no base model: set [model] path or --set model.path=DIR");
   LOG_INFO("resolved config: {}", cfg.to_json().dump());
-  auto m = model::load_model(cfg.model.path);
-  auto tk = tok::Tokenizer::from_dir(cfg.model.path);
-  auto task = tasks::make_task(cfg.task);
-  lora::attach(m, cfg.lora);
-  std::vector<double> weights;
-  for (auto& r : task->rewards) weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
-  GrpoTrainer trainer(m, tk, *task, cfg.grpo, 0, 1, weights);
+  Session ses = open_session(cfg);
+  auto& m = ses.model;
+  auto& tk = ses.tokenizer;
+  auto& task = ses.task;
+  GrpoTrainer trainer(m, tk, *task, cfg.grpo, 0, 1, ses.reward_weights);
   const std::string out = cfg.train.output_dir;
   fs::create_directories(out);
   if (resume) {

@@ -2,11 +2,27 @@
 // GRPO steps with logging, periodic held-out eval, PEFT checkpoints, resume, a time limit.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "config/run_config.h"
+#include "model/llama.h"
+#include "tasks/task.h"
+#include "tokenizer/tokenizer.h"
 
 namespace brl::grpo {
+
+// What every training or evaluating process opens from a run config: the base model from
+// cfg.model.path with the LoRA adapter attached (PEFT init), its tokenizer, the task and the
+// reward weights (1 each, task.format_weight for the format reward).
+struct Session {
+  model::Model model;
+  tok::Tokenizer tokenizer;
+  std::unique_ptr<tasks::Task> task;
+  std::vector<double> reward_weights;
+};
+Session open_session(const RunConfig& cfg);
 
 struct TrainSummary {
   int64_t steps = 0;

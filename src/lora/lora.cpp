@@ -148,10 +148,14 @@ LoraConfig load_peft(model::Model& m, const std::string& dir) {
 void save_peft(model::Model& m, const LoraConfig& cfg, const std::string& dir, const std::string& base) {
   fs::create_directories(dir);
   std::vector<std::pair<std::string, torch::Tensor>> ts;
-  std::vector<std::string> modules;
   for (auto& [k, t] : adapter_tensors(m)) ts.emplace_back(k, t.detach().to(torch::kFloat).contiguous());
-  for (auto& x : cfg.resolved_modules()) modules.push_back(x);
   model::save_tensors((fs::path(dir) / "adapter_model.safetensors").string(), ts, {{"format", "pt"}});
+  write_peft_config(cfg, dir, base);
+}
+
+void write_peft_config(const LoraConfig& cfg, const std::string& dir, const std::string& base) {
+  std::vector<std::string> modules;
+  for (auto& x : cfg.resolved_modules()) modules.push_back(x);
   nlohmann::json j = {{"peft_type", "LORA"},
                       {"task_type", "CAUSAL_LM"},
                       {"r", cfg.r},

@@ -33,6 +33,8 @@ void set_adapter_tensors(model::Model& m, const std::map<std::string, torch::Ten
 // PEFT folder: adapter_model.safetensors + adapter_config.json.
 void save_peft(model::Model& m, const LoraConfig& cfg, const std::string& dir,
                const std::string& base_model_name_or_path = "");
+// Just adapter_config.json (for adapters whose tensors were written elsewhere).
+void write_peft_config(const LoraConfig& cfg, const std::string& dir, const std::string& base_model_name_or_path = "");
 // Reads adapter_config.json (r, lora_alpha, target_modules, use_rslora, lora_dropout) and the
 // tensors; attaches them to m (detaching any previous adapter). Returns the config read.
 LoraConfig load_peft(model::Model& m, const std::string& dir);

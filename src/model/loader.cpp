@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "model/safetensors.h"
+#include "util/safetensors.h"
 #include "model/tensor_io.h"
 #include "util/error.h"
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/safetensors.h"
+#include "util/safetensors.h"
 
 namespace brl::model {
 

@@ -15,7 +15,7 @@ std::string version_dir(int64_t v) {
   std::snprintf(b, sizeof b, "global/v%08lld/", static_cast<long long>(v));
   return b;
 }
-std::string adapter_key(int64_t v) { return version_dir(v) + "adapter.safetensors"; }
+std::string adapter_key(int64_t v, const std::string& sha) { return version_dir(v) + "adapter-" + sha.substr(0, 16) + ".safetensors"; }
 std::string manifest_key(int64_t v) { return version_dir(v) + "manifest.json"; }
 std::string latest_key() { return "global/LATEST"; }
 std::string updates_prefix() { return "updates/"; }
@@ -26,6 +26,13 @@ std::string log_key(const std::string& w, int64_t t) {
   char b[32];
   std::snprintf(b, sizeof b, "%013lld.jsonl", static_cast<long long>(t));  // sorts by time
   return logs_prefix(w) + b;
+}
+
+std::string evals_prefix() { return "evals/"; }
+std::string eval_key(int64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "evals/v%08lld.json", static_cast<long long>(v));
+  return b;
 }
 
 std::optional<int64_t> parse_manifest_key(const std::string& key) {

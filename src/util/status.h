@@ -66,7 +66,8 @@ class [[nodiscard]] Result {
     if (!is_ok()) status().throw_if_error();
     return std::get<T>(v_);
   }
-  T&& value() && {
+  // By value: `for (auto& x : f().value())` must not iterate a destroyed temporary.
+  T value() && {
     if (!is_ok()) status().throw_if_error();
     return std::get<T>(std::move(v_));
   }

@@ -47,7 +47,9 @@ void check_against_full_forward(const model::Model& m, const std::vector<int32_t
   ASSERT_EQ(c.logprobs.size(), c.tokens.size());
   for (size_t i = 0; i < c.tokens.size(); ++i) {
     auto row = logp[n - 1 + i];
-    EXPECT_NEAR(c.logprobs[i], row[c.tokens[i]].item<float>(), 1e-5) << "step " << i;
+    // Cached decode and the full pass sum in different orders (and thread splits): float32
+    // rounding on log-probs of magnitude ~3 reaches ~1.3e-5 (measured), so 5e-5.
+    EXPECT_NEAR(c.logprobs[i], row[c.tokens[i]].item<float>(), 5e-5) << "step " << i;
     if (greedy) {
       EXPECT_EQ(c.tokens[i], row.argmax().item<int64_t>()) << "step " << i;
     }

@@ -8,7 +8,7 @@
 
 #include "../model/test_util.h"
 #include "model/loader.h"
-#include "model/safetensors.h"
+#include "util/safetensors.h"
 #include "util/error.h"
 
 using namespace brl;

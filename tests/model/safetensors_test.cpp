@@ -1,6 +1,6 @@
 // safetensors reader/writer: the published example bytes, round trips, and every kind of
 // bad input -> UserError naming the file.
-#include "model/safetensors.h"
+#include "util/safetensors.h"
 
 #include <gtest/gtest.h>
 

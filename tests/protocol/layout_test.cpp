@@ -7,7 +7,8 @@
 using namespace brl::protocol;
 
 TEST(Layout, KeysMatchDesign) {
-  EXPECT_EQ(adapter_key(12), "global/v00000012/adapter.safetensors");
+  EXPECT_EQ(adapter_key(12, "0123456789abcdef0123"), "global/v00000012/adapter-0123456789abcdef.safetensors");
+  EXPECT_EQ(eval_key(3), "evals/v00000003.json");
   EXPECT_EQ(manifest_key(0), "global/v00000000/manifest.json");
   EXPECT_EQ(update_key("w1", "u-3"), "updates/w1/u-3.upd");
   EXPECT_EQ(heartbeat_key("w1"), "heartbeats/w1.json");

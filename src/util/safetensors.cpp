@@ -1,5 +1,5 @@
 // safetensors reader (mmap + validated header) and writer (temp file + rename).
-#include "model/safetensors.h"
+#include "util/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,0 +1,49 @@
+#include "async/adapter_state.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "lora/lora.h"
+#include "util/error.h"
+
+namespace brl::async {
+
+std::vector<codec::Tensor> snapshot(model::Model& m) {
+  std::vector<codec::Tensor> out;
+  for (auto& [name, t] : lora::adapter_tensors(m)) {
+    auto c = t.detach().to(torch::kFloat).contiguous();
+    codec::Tensor x{name, c.sizes().vec(), std::vector<float>(static_cast<size_t>(c.numel()))};
+    std::memcpy(x.data.data(), c.data_ptr<float>(), x.data.size() * sizeof(float));
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+void assign(model::Model& m, const std::vector<codec::Tensor>& values, const std::string& source) {
+  std::map<std::string, torch::Tensor> v;
+  for (auto& t : values)
+    v[t.name] = torch::from_blob(const_cast<float*>(t.data.data()), t.shape, torch::kFloat).clone();
+  lora::set_adapter_tensors(m, v, source);
+}
+
+std::vector<codec::Tensor> subtract(const std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b) {
+  BRL_ASSERT(a.size() == b.size(), "adapter snapshots differ in tensor count");
+  std::vector<codec::Tensor> d = a;
+  for (size_t i = 0; i < a.size(); ++i) {
+    BRL_ASSERT(a[i].name == b[i].name && a[i].data.size() == b[i].data.size(), "adapter snapshots differ: " + a[i].name);
+    for (size_t k = 0; k < a[i].data.size(); ++k) d[i].data[k] = a[i].data[k] - b[i].data[k];
+  }
+  return d;
+}
+
+double l2_norm(const std::vector<codec::Tensor>& t) {
+  double s = 0;
+  for (auto& x : t)
+    for (float v : x.data) s += static_cast<double>(v) * v;
+  return std::sqrt(s);
+}
+
+}  // namespace brl::async

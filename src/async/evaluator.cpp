@@ -1,0 +1,56 @@
+#include "async/evaluator.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <thread>
+
+#include "async/adapter_state.h"
+#include "async/run_setup.h"
+#include "grpo/train_loop.h"
+#include "grpo/trainer.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "util/log.h"
+
+namespace brl::async {
+
+void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
+  if (opt.threads > 0) at::set_num_threads(opt.threads);
+  auto store = protocol::open_bucket(opt.bucket);
+  auto run = protocol::read_run(*store).value();
+  RunConfig cfg = join_run(*store, run, opt.cache_dir);
+  grpo::Session ses = grpo::open_session(cfg);
+  int64_t done = -1;
+  // An evaluator restarted mid-run continues after the newest evaluation already written.
+  if (auto evs = store->list_all(protocol::evals_prefix()); evs && !evs->empty())
+    done = std::strtoll(evs->back().key.c_str() + protocol::evals_prefix().size() + 1, nullptr, 10);
+  auto eval_newest = [&] {
+    // Version 0 first (the starting point of the curve), then always the newest.
+    auto nv = done < 0 ? Result<int64_t>(int64_t{0}) : protocol::newest_version(*store);
+    if (!nv || *nv <= done) return;
+    auto m = protocol::read_manifest(*store, *nv);
+    if (!m) return;
+    auto bytes = protocol::read_payload(*store, *m);
+    if (!bytes) return;  // collected already: a newer one exists
+    assign(ses.model, protocol::decode_adapter(*bytes, m->payload_key).value(), m->payload_key);
+    auto ev = grpo::evaluate(ses.model, ses.tokenizer, *ses.task, cfg.train.eval_max_examples,
+                             cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0);
+    protocol::EvalRecord r{*nv, ev.n, protocol::now_ms(), ev.accuracy, ev.reward_mean};
+    if (Status st = store->put(protocol::eval_key(*nv), r.to_json().dump()); !st) {
+      LOG_WARN("evaluator: cannot write {}: {}", protocol::eval_key(*nv), st.to_string());
+      return;
+    }
+    done = *nv;
+    LOG_INFO("evaluator: v{}: held-out accuracy {:.3f}, reward {:.3f} (n={})", *nv, ev.accuracy, ev.reward_mean, ev.n);
+  };
+  while (!stop.load()) {
+    auto t0 = std::chrono::steady_clock::now();
+    eval_newest();
+    while (!stop.load() && std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(opt.poll_interval_s))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  eval_newest();  // the final version
+}
+
+}  // namespace brl::async

@@ -1,0 +1,252 @@
+#include "async/local_run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "async/run_setup.h"
+#include "lora/lora.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "util/error.h"
+#include "util/log.h"
+
+extern char** environ;
+
+namespace brl::async {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  std::string name, log;
+  std::vector<std::string> args, env;  // env: extra NAME=value entries
+  pid_t pid = -1;
+  int restarts = 0;
+  bool exited = false;
+  int status = 0;
+};
+
+// fork + exec with the log as stdout/stderr; the child dies with us (PDEATHSIG).
+void spawn(const std::string& exe, Child& c) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string s(*e);
+    bool overridden = false;
+    for (auto& x : c.env) overridden = overridden || s.rfind(x.substr(0, x.find('=') + 1), 0) == 0;
+    if (!overridden) envs.push_back(s);
+  }
+  for (auto& x : c.env) envs.push_back(x);
+  std::vector<char*> argv{const_cast<char*>(exe.c_str())}, envp;
+  for (auto& a : c.args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : envs) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int fd = open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw UserError("cannot open log file " + c.log + ": " + std::strerror(errno));
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) throw UserError(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execve(exe.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  close(fd);
+  c.pid = pid;
+  c.exited = false;
+}
+
+bool reap(Child& c, bool block) {
+  if (c.pid < 0 || c.exited) return true;
+  int st = 0;
+  pid_t r = waitpid(c.pid, &st, block ? 0 : WNOHANG);
+  if (r == c.pid) {
+    c.exited = true;
+    c.status = st;
+    return true;
+  }
+  return false;
+}
+
+// SIGTERM, then SIGKILL after `grace` seconds.
+void stop_children(std::vector<Child*> cs, double grace) {
+  for (auto* c : cs)
+    if (!c->exited && c->pid > 0) kill(c->pid, SIGTERM);
+  auto t0 = Clock::now();
+  for (auto* c : cs)
+    while (!reap(*c, false)) {
+      if (std::chrono::duration<double>(Clock::now() - t0).count() > grace) {
+        LOG_WARN("run: {} did not stop within {:.0f} s: killing it", c->name, grace);
+        kill(c->pid, SIGKILL);
+        reap(*c, true);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
+std::string describe_exit(int st) {
+  if (WIFEXITED(st)) return "exit code " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("signal ") + strsignal(WTERMSIG(st));
+  return "status " + std::to_string(st);
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw UserError("cannot find this executable (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+}  // namespace
+
+std::string export_adapter(const std::string& bucket, int64_t version, const std::string& dir) {
+  auto store = protocol::open_bucket(bucket);
+  auto run = protocol::read_run(*store).value();
+  if (version < 0) version = protocol::newest_version(*store).value();
+  auto m = protocol::read_manifest(*store, version).value();
+  auto bytes = protocol::read_payload(*store, m).value();
+  (void)protocol::decode_adapter(bytes, m.payload_key).value();  // a valid adapter before it is exported
+  RunConfig cfg;
+  cfg.apply_json(run.config, "run.json");
+  fs::create_directories(dir);
+  {
+    std::ofstream f(fs::path(dir) / "adapter_model.safetensors", std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw UserError("cannot write " + (fs::path(dir) / "adapter_model.safetensors").string());
+  }
+  lora::write_peft_config(cfg.lora, dir, cfg.model.path);
+  return dir;
+}
+
+LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop) {
+  auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  cfg.validate();
+  if (opt.workers < 1) throw UserError("run: --workers " + std::to_string(opt.workers) + " must be >= 1");
+  const std::string out = cfg.train.output_dir;
+  LocalRunSummary sum;
+  sum.bucket = opt.bucket.empty() ? (fs::path(out) / "bucket").string() : opt.bucket;
+  const std::string logs = opt.log_dir.empty() ? (fs::path(out) / "logs").string() : opt.log_dir;
+  fs::create_directories(logs);
+  auto store = protocol::open_bucket(sum.bucket);
+  if (auto h = store->head(protocol::run_key()); h) {
+    LOG_INFO("run: continuing the run in {}", store->describe());
+  } else {
+    init_run(*store, cfg);
+  }
+  const std::string exe = opt.exe.empty() ? self_exe() : opt.exe;
+  const std::string cache = (fs::path(out) / "cache").string();
+  int cores = std::max(1u, std::thread::hardware_concurrency());
+  int per_worker = std::max(1, cores / opt.workers);
+  // One thread pool per process: OpenBLAS and OpenMP must not each start one per core.
+  auto threads_env = [](int n) {
+    return std::vector<std::string>{"OMP_NUM_THREADS=" + std::to_string(n), "OPENBLAS_NUM_THREADS=" + std::to_string(n)};
+  };
+
+  std::vector<Child> kids;
+  kids.push_back({"proxy", (fs::path(logs) / "proxy.log").string(), {"proxy", "--bucket", sum.bucket}, threads_env(1)});
+  for (int i = 0; i < opt.workers; ++i) {
+    Child c{"worker-" + std::to_string(i), (fs::path(logs) / ("worker-" + std::to_string(i) + ".log")).string(),
+            {"worker", "--bucket", sum.bucket, "--id", "w" + std::to_string(i), "--shard",
+             std::to_string(i) + "/" + std::to_string(opt.workers), "--threads", std::to_string(per_worker), "--cache-dir", cache},
+            threads_env(per_worker)};
+    if (i < static_cast<int>(opt.slowdown.size()) && opt.slowdown[i] != 1)
+      c.args.insert(c.args.end(), {"--slowdown", std::to_string(opt.slowdown[i])});
+    if (cfg.grpo.max_steps > 0) c.args.insert(c.args.end(), {"--max-steps", std::to_string(cfg.grpo.max_steps)});
+    kids.push_back(c);
+  }
+  if (opt.evaluator)
+    kids.push_back({"evaluator", (fs::path(logs) / "evaluator.log").string(),
+                    {"evaluator", "--bucket", sum.bucket, "--cache-dir", cache, "--threads", "1"}, threads_env(1)});
+  for (auto& c : kids) spawn(exe, c);
+  LOG_INFO("run: proxy, {} workers ({} threads each){}; bucket {}; logs in {}", opt.workers, per_worker,
+           opt.evaluator ? " and an evaluator" : "", sum.bucket, logs);
+
+  int64_t shown = -1, shown_eval = -1;
+  bool target_hit = false;
+  auto workers_done = [&] {
+    for (auto& c : kids)
+      if (c.name.rfind("worker-", 0) == 0 && !(c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return false;
+    return true;
+  };
+  while (!stop.load() && !target_hit) {
+    if (opt.time_limit_s > 0 && elapsed() > opt.time_limit_s) break;
+    for (auto& c : kids) {
+      if (!reap(c, false) || c.pid < 0 || !c.exited) continue;
+      bool clean = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && c.name.rfind("worker-", 0) == 0;
+      if (clean) continue;  // a worker that reached its step limit
+      // Anything else that dies is restarted: the bucket has all it needs to continue.
+      if (c.restarts >= 5) throw UserError("run: " + c.name + " failed 5 times (" + describe_exit(c.status) + "); see " + c.log);
+      LOG_WARN("run: {} stopped ({}); restarting it (see {})", c.name, describe_exit(c.status), c.log);
+      ++c.restarts;
+      spawn(exe, c);
+    }
+    if (workers_done()) break;
+    if (auto nv = protocol::newest_version(*store); nv && *nv != shown) {
+      shown = *nv;
+      std::string line = "v" + std::to_string(shown);
+      if (auto m = protocol::read_manifest(*store, shown); m && shown > 0)
+        line += fmt::format("  {} updates  train reward {:.3f}", m->updates.size(), m->stats.value("reward_mean", 0.0));
+      LOG_INFO("run: {:.0f}s  {}", elapsed(), line);
+    }
+    if (auto evs = store->list_all(protocol::evals_prefix()); evs && !evs->empty()) {
+      auto& last = evs->back();
+      auto body = store->get(last.key);
+      if (body)
+        if (auto e = protocol::EvalRecord::parse(*body, last.key); e && e->version != shown_eval) {
+          shown_eval = e->version;
+          if (sum.initial_accuracy < 0) sum.initial_accuracy = e->accuracy;
+          sum.final_accuracy = e->accuracy;
+          sum.best_accuracy = std::max(sum.best_accuracy, e->accuracy);
+          LOG_INFO("run: {:.0f}s  held-out accuracy {:.3f} at v{}", elapsed(), e->accuracy, e->version);
+          if (opt.target_accuracy > 0 && e->accuracy >= opt.target_accuracy) {
+            target_hit = true;
+            sum.seconds_to_target = elapsed();
+          }
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+
+  LOG_INFO("run: stopping (workers upload their last delta, the proxy folds it)");
+  std::vector<Child*> workers, others;
+  for (auto& c : kids) (c.name.rfind("worker-", 0) == 0 ? workers : others).push_back(&c);
+  stop_children(workers, 60);
+  std::vector<Child*> proxy{&kids[0]};
+  stop_children(proxy, 60);
+  if (opt.evaluator) {
+    std::vector<Child*> ev{&kids.back()};
+    stop_children(ev, 120);
+  }
+  if (auto evs = store->list_all(protocol::evals_prefix()); evs && !evs->empty())
+    if (auto body = store->get(evs->back().key); body)
+      if (auto e = protocol::EvalRecord::parse(*body, evs->back().key); e) {
+        if (sum.initial_accuracy < 0) sum.initial_accuracy = e->accuracy;
+        sum.final_accuracy = e->accuracy;
+        sum.best_accuracy = std::max(sum.best_accuracy, e->accuracy);
+      }
+  sum.verify = protocol::verify_run(*store);
+  sum.versions = sum.verify.newest;
+  sum.updates = sum.verify.updates_folded;
+  sum.adapter_dir = export_adapter(sum.bucket, -1, (fs::path(out) / "adapter").string());
+  sum.seconds = elapsed();
+  return sum;
+}
+
+}  // namespace brl::async

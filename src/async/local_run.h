@@ -1,0 +1,40 @@
+// `bucketrl run` and the demo: one machine, a local-directory bucket (or any bucket URL),
+// the proxy, N workers and an evaluator as child processes of this one, a progress line per
+// new version, a clean stop on Ctrl-C (workers upload their last delta, the proxy folds it),
+// and the final global adapter exported in PEFT format.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "protocol/verify.h"
+
+namespace brl::async {
+
+struct LocalRunOptions {
+  std::string bucket;            // "" = <train.output_dir>/bucket
+  int workers = 2;
+  double time_limit_s = 0;       // 0 = until Ctrl-C or grpo.max_steps per worker
+  double target_accuracy = 0;    // stop when an evaluation reaches this (0 = never)
+  std::string exe;               // the bucketrl executable ("" = this process's)
+  std::string log_dir;           // child logs ("" = <train.output_dir>/logs)
+  std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)
+  bool evaluator = true;
+};
+
+struct LocalRunSummary {
+  int64_t versions = 0, updates = 0;
+  double initial_accuracy = -1, final_accuracy = -1, best_accuracy = -1, seconds = 0;
+  double seconds_to_target = -1;
+  std::string bucket, adapter_dir;
+  protocol::VerifyReport verify;
+};
+
+LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop);
+
+// Writes global version `version` (-1 = newest) of the run at `bucket` as a PEFT folder.
+std::string export_adapter(const std::string& bucket, int64_t version, const std::string& dir);
+
+}  // namespace brl::async

@@ -1,0 +1,291 @@
+#include "async/proxy.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/update.h"
+#include "util/error.h"
+#include "util/hash.h"
+#include "util/log.h"
+
+namespace brl::async {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string reason_key(const std::string& reason) { return reason.substr(0, reason.find(':')); }
+}  // namespace
+
+struct Proxy::Pending {
+  protocol::FoldedUpdate meta;
+  std::vector<codec::Tensor> delta;
+};
+
+Proxy::Proxy(ProxyOptions opt) : opt_(std::move(opt)), store_(protocol::open_bucket(opt_.bucket)) {
+  if (opt_.id.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    opt_.id = "proxy-" + std::string(host) + "-" + std::to_string(getpid());
+  }
+  load();
+}
+
+Proxy::~Proxy() = default;
+
+void Proxy::load() {
+  run_ = protocol::read_run(*store_).value();
+  cfg_ = RunConfig{};
+  cfg_.apply_json(run_.config, "run.json");
+  cfg_.validate();
+  version_ = protocol::newest_version(*store_).value();
+  auto m = protocol::read_manifest(*store_, version_).value();
+  global_ = protocol::decode_adapter(protocol::read_payload(*store_, m).value(), m.payload_key).value();
+  cursors_ = m.cursors;
+  // Deltas folded within the staleness window: a replay of one of them would otherwise pass.
+  seen_payloads_.clear();
+  for (int64_t v = version_; v >= 0 && v >= version_ - cfg_.aggregation.max_staleness - 1; --v) {
+    auto old = v == version_ ? Result<protocol::Manifest>(m) : protocol::read_manifest(*store_, v);
+    if (!old) break;
+    for (auto& u : old->updates) seen_payloads_[u.payload_sha256] = u.worker + "/" + u.id;
+  }
+  accepted_.clear();
+  rejected_.clear();
+  // A proxy that died between manifest and LATEST: finish its publish.
+  if (auto l = protocol::read_latest(*store_); !l || *l < version_)
+    store_->put(protocol::latest_key(), std::to_string(version_) + "\n").throw_if_error();
+  LOG_INFO("proxy {}: run {} at version {} ({} workers seen)", opt_.id, run_.run_id, version_, cursors_.size());
+}
+
+void Proxy::check_health() {
+  auto beats = store_->list_all("heartbeats/");
+  if (!beats) {
+    LOG_WARN("proxy: cannot list heartbeats: {}", beats.status().to_string());
+    return;
+  }
+  int64_t now = protocol::now_ms();
+  std::vector<double> rates;
+  for (auto& o : *beats) {
+    auto body = store_->get(o.key);
+    if (!body) continue;
+    auto hb = protocol::Heartbeat::parse(*body, o.key);
+    if (!hb) {
+      LOG_WARN("proxy: {}", hb.status().to_string());
+      continue;
+    }
+    WorkerHealth& w = health_[hb->worker];
+    w.beat = *hb;
+    w.age_s = (now - hb->time_ms) / 1000.0;
+    if (hb->state != "stopped" && w.age_s <= cfg_.proxy.heartbeat_timeout_s && hb->samples_per_s > 0)
+      rates.push_back(hb->samples_per_s);
+  }
+  std::sort(rates.begin(), rates.end());
+  double median = rates.empty() ? 0 : rates[rates.size() / 2];
+  for (auto& [name, w] : health_) {
+    std::string h = w.beat.state == "stopped"                          ? "stopped"
+                    : w.age_s > cfg_.proxy.heartbeat_timeout_s         ? "lost"
+                    : (rates.size() >= 2 && w.beat.samples_per_s < cfg_.proxy.straggler_ratio * median) ? "straggling"
+                                                                       : "alive";
+    if (h != w.health && !w.health.empty())
+      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name, h, w.age_s, w.beat.samples_per_s);
+    else if (w.health.empty() && h != "alive")
+      LOG_INFO("proxy: worker {} is {}", name, h);
+    w.health = h;
+  }
+}
+
+std::vector<std::string> Proxy::known_workers() {
+  std::set<std::string> ws;
+  for (auto& [w, c] : cursors_) ws.insert(w);
+  for (auto& [w, h] : health_) ws.insert(w);
+  // Now and then a full listing finds workers that upload without heartbeats.
+  if (counters_.polls % 20 == 0)
+    if (auto all = store_->list_all(protocol::updates_prefix()); all)
+      for (auto& o : *all)
+        if (auto k = protocol::parse_update_key(o.key)) ws.insert(k->first);
+  return {ws.begin(), ws.end()};
+}
+
+bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
+  auto k = protocol::parse_update_key(obj.key);
+  const std::string id = k ? k->second : obj.key;
+  auto reject = [&](const std::string& reason) {
+    cursors_[worker] = id;
+    rejected_.push_back({worker, id, reason});
+    ++counters_.rejected;
+    ++counters_.rejected_by_reason[reason_key(reason)];
+    LOG_WARN("proxy: rejected update {}/{}: {}", worker, id, reason);
+    return true;
+  };
+  if (!k) return reject("malformed: key " + obj.key + " is not updates/<worker>/<id>.upd");
+  auto body = store_->get(obj.key);
+  if (!body) {
+    if (body.status().is_not_found()) return reject("missing: deleted before it was read");
+    LOG_WARN("proxy: cannot read {} ({}); next poll", obj.key, body.status().to_string());
+    return false;
+  }
+  auto p = protocol::parse_update(*body, obj.key);
+  if (!p) return reject("corrupt: " + p.status().message());
+  const auto& h = p->header;
+  if (h.worker != worker || h.id != id)
+    return reject("mismatch: header says " + h.worker + "/" + h.id + ", the key " + worker + "/" + id);
+  if (h.base_version > version_)
+    return reject("future: base version " + std::to_string(h.base_version) + " is newer than " + std::to_string(version_));
+  int64_t staleness = version_ - h.base_version;
+  if (staleness > cfg_.aggregation.max_staleness)
+    return reject("stale: base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
+                  " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
+  auto delta = codec::decode(p->payload);
+  if (!delta) return reject("corrupt: " + delta.status().message());
+  if (delta->size() != global_.size())
+    return reject("shape: " + std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
+  for (size_t i = 0; i < global_.size(); ++i) {
+    const auto& d = (*delta)[i];
+    if (d.name != global_[i].name || d.shape != global_[i].shape)
+      return reject("shape: tensor " + d.name + " does not match the adapter's " + global_[i].name);
+    for (float x : d.data)
+      if (!std::isfinite(x)) return reject("nonfinite: tensor " + d.name + " holds NaN or Inf");
+  }
+  Pending u;
+  u.meta = {worker, id, sha256_hex(*body), h.payload_sha256, body->size(), h.base_version, staleness, h.steps, h.samples,
+            static_cast<double>(h.samples) * std::pow(1.0 + staleness, -cfg_.aggregation.staleness_exponent),
+            h.reward_mean, h.accuracy};
+  // The same bytes under another id (a replay) must not count twice.
+  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end())
+    return reject("replay: the same delta as update " + it->second);
+  u.delta = std::move(*delta);
+  cursors_[worker] = id;
+  seen_payloads_[h.payload_sha256] = worker + "/" + id;
+  ++counters_.accepted;
+  accepted_.push_back(std::move(u));
+  return true;
+}
+
+bool Proxy::publish() {
+  auto t0 = Clock::now();
+  double total = 0;
+  for (auto& u : accepted_) total += u.meta.weight;
+  std::vector<codec::Tensor> next = global_;
+  double delta_sq = 0;
+  for (size_t i = 0; i < next.size(); ++i)
+    for (size_t k = 0; k < next[i].data.size(); ++k) {
+      double s = 0;
+      for (auto& u : accepted_) s += u.meta.weight * u.delta[i].data[k];
+      double step = cfg_.aggregation.server_learning_rate * s / total;
+      next[i].data[k] += static_cast<float>(step);
+      delta_sq += step * step;
+    }
+  protocol::Manifest m;
+  m.version = version_ + 1;
+  m.parent = version_;
+  m.created_ms = protocol::now_ms();
+  m.proxy = opt_.id;
+  double rw = 0, acc = 0;
+  int64_t samples = 0;
+  for (auto& u : accepted_) {
+    m.updates.push_back(u.meta);
+    rw += u.meta.reward_mean * u.meta.samples;
+    acc += u.meta.accuracy * u.meta.samples;
+    samples += u.meta.samples;
+  }
+  m.rejected = rejected_;
+  m.cursors = cursors_;
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  m.stats = {{"mode", cfg_.aggregation.mode}, {"server_learning_rate", cfg_.aggregation.server_learning_rate},
+             {"total_weight", total}, {"delta_norm", std::sqrt(delta_sq)}, {"aggregate_seconds", secs},
+             {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0}, {"accuracy", samples ? acc / samples : 0.0}};
+  Status st = protocol::publish_version(*store_, m, protocol::encode_adapter(next));
+  if (!st) {
+    if (st.code() == StatusCode::kPreconditionFailed)
+      LOG_WARN("proxy {}: version {} was published by another proxy; reloading", opt_.id, m.version);
+    else
+      LOG_WARN("proxy {}: publishing version {} failed ({}); reloading and retrying", opt_.id, m.version, st.to_string());
+    load();
+    return false;
+  }
+  version_ = m.version;
+  global_ = std::move(next);
+  ++counters_.published;
+  LOG_INFO("proxy: published v{}: {} updates, {} rejected, reward {:.3f}, |delta| {:.4f}", version_, accepted_.size(),
+           rejected_.size(), samples ? rw / samples : 0.0, std::sqrt(delta_sq));
+  accepted_.clear();
+  rejected_.clear();
+  return true;
+}
+
+bool Proxy::poll_once() {
+  check_health();
+  size_t budget = static_cast<size_t>(cfg_.proxy.max_updates);
+  for (auto& w : known_workers()) {
+    if (accepted_.size() >= budget) break;
+    auto c = cursors_.find(w);
+    std::string after = c == cursors_.end() || c->second.empty() ? "" : protocol::update_key(w, c->second);
+    auto objs = store_->list_all(protocol::updates_prefix() + w + "/", after);
+    if (!objs) {
+      LOG_WARN("proxy: cannot list updates of {}: {}", w, objs.status().to_string());
+      continue;
+    }
+    for (auto& o : *objs) {
+      if (accepted_.size() >= budget) break;
+      if (!consider(w, o)) break;  // transient read failure: come back next poll
+    }
+  }
+  ++counters_.polls;
+  bool published = false;
+  if (static_cast<int>(accepted_.size()) >= cfg_.proxy.min_updates) published = publish();
+  if (published && version_ % 5 == 0) collect_garbage();
+  return published;
+}
+
+void Proxy::collect_garbage() {
+  int64_t keep_from = version_ - cfg_.proxy.keep_versions + 1;
+  std::set<int64_t> pinned;
+  for (auto& [w, h] : health_)
+    if (h.health != "lost" && h.health != "stopped") pinned.insert(h.beat.version);
+  auto objs = store_->list_all("global/");
+  if (!objs) return;
+  std::map<int64_t, std::vector<std::string>> payloads;
+  for (auto& o : *objs) {
+    if (o.key.size() < 17 || o.key.compare(17, 8, "adapter-") != 0) continue;
+    payloads[std::strtoll(o.key.c_str() + 8, nullptr, 10)].push_back(o.key);
+  }
+  for (auto& [v, keys] : payloads) {
+    if (v > gc_through_ && v < keep_from && !pinned.count(v)) {
+      auto m = protocol::read_manifest(*store_, v);
+      if (!m) continue;
+      // Updates folded (or rejected) into an old version are no longer needed: the manifest
+      // keeps their ids and hashes.
+      for (auto& u : m->updates) (void)store_->remove(protocol::update_key(u.worker, u.id));
+      for (auto& r : m->rejected) (void)store_->remove(protocol::update_key(r.worker, r.id));
+      for (auto& k : keys) (void)store_->remove(k), ++counters_.collected;
+    } else if (v < version_) {
+      // Orphans: payloads of a version whose manifest names another (a lost publish race).
+      auto m = protocol::read_manifest(*store_, v);
+      if (m)
+        for (auto& k : keys)
+          if (k != m->payload_key) (void)store_->remove(k), ++counters_.collected;
+    }
+  }
+  gc_through_ = std::max(gc_through_, keep_from - 1);
+}
+
+void Proxy::run(const std::atomic<bool>& stop) {
+  auto t0 = Clock::now();
+  auto poll = std::chrono::duration<double>(cfg_.proxy.poll_interval_s);
+  while (!stop.load()) {
+    auto ts = Clock::now();
+    poll_once();
+    if (opt_.max_version > 0 && version_ >= opt_.max_version) return;
+    if (opt_.time_limit_s > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > opt_.time_limit_s) break;
+    while (!stop.load() && Clock::now() - ts < poll) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  poll_once();  // fold what the stopping workers uploaded last
+}
+
+}  // namespace brl::async

@@ -1,0 +1,81 @@
+// `bucketrl proxy`: folds worker updates into new global versions. Holds no state the
+// bucket does not: on start it reads the newest manifest, whose cursors say which update
+// of each worker was the last one considered, and continues after them. Each poll it lists
+// only the updates past those cursors, validates them (header, codec, shapes, finite values,
+// staleness), folds the accepted ones (weights ∝ samples × (1 + staleness)^-exponent) and
+// publishes payload → manifest (create-only) → LATEST. Also watches heartbeats (lost,
+// straggling workers) and garbage-collects old payloads and folded updates.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "config/run_config.h"
+#include "protocol/records.h"
+#include "store/object_store.h"
+
+namespace brl::async {
+
+struct ProxyOptions {
+  std::string bucket;
+  std::string id;               // "" = proxy-<hostname>-<pid>
+  double time_limit_s = 0;      // 0 = until stopped
+  int64_t max_version = 0;      // stop after publishing this version (0 = no limit)
+};
+
+struct WorkerHealth {
+  protocol::Heartbeat beat;
+  std::string health;           // alive | straggling | lost | stopped
+  double age_s = 0;
+};
+
+struct ProxyCounters {
+  int64_t published = 0, accepted = 0, rejected = 0, polls = 0, collected = 0;
+  std::map<std::string, int64_t> rejected_by_reason;
+};
+
+class Proxy {
+ public:
+  explicit Proxy(ProxyOptions opt);
+  ~Proxy();
+  // Reads the run and the newest version from the bucket (again: after losing a publish race).
+  void load();
+  // One poll: health, new updates, maybe a new version. Returns true if it published.
+  bool poll_once();
+  // Polls until stop, a limit, or max_version; a final poll folds what arrived last.
+  void run(const std::atomic<bool>& stop);
+
+  int64_t version() const { return version_; }
+  const ProxyCounters& counters() const { return counters_; }
+  const std::map<std::string, WorkerHealth>& workers() const { return health_; }
+
+ private:
+  struct Pending;
+  void check_health();
+  std::vector<std::string> known_workers();
+  // False when the update could not be read now (retry next poll); else accepted or rejected.
+  bool consider(const std::string& worker, const store::ObjectInfo& obj);
+  bool publish();
+  void collect_garbage();
+
+  ProxyOptions opt_;
+  std::unique_ptr<store::ObjectStore> store_;
+  RunConfig cfg_;
+  protocol::RunDescription run_;
+  int64_t version_ = -1;
+  std::vector<codec::Tensor> global_;
+  std::map<std::string, std::string> cursors_;
+  std::map<std::string, std::string> seen_payloads_;  // payload sha256 -> worker/id
+  std::vector<Pending> accepted_;
+  std::vector<protocol::RejectedUpdate> rejected_;
+  std::map<std::string, WorkerHealth> health_;
+  ProxyCounters counters_;
+  int64_t gc_through_ = -1;  // versions <= this have been collected
+};
+
+}  // namespace brl::async

@@ -1,0 +1,158 @@
+#include "async/run_setup.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "async/adapter_state.h"
+#include "lora/lora.h"
+#include "model/loader.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "util/error.h"
+#include "util/hash.h"
+#include "util/log.h"
+
+namespace brl::async {
+
+namespace fs = std::filesystem;
+
+protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
+  cfg.validate();
+  const std::string dir = cfg.model.path;
+  if (dir.empty() || !fs::is_directory(dir))
+    throw UserError("init: base model folder '" + dir + "' does not exist", "set [model] path or --set model.path=DIR");
+  if (auto h = s.head(protocol::run_key()); h)
+    throw UserError("init: " + s.describe() + " already holds a run (run.json exists)",
+                    "use another bucket prefix, or remove the old run first");
+  // Leftovers of an init that died before run.json: remove them so version 0 can be created.
+  if (auto old = s.list_all("global/"); old && !old->empty()) {
+    LOG_WARN("init: removing {} objects of an unfinished init in {}", old->size(), s.describe());
+    for (auto& o : *old) s.remove(o.key).throw_if_error();
+  }
+
+  protocol::RunDescription run;
+  for (auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name[0] == '.') continue;
+    protocol::BaseFile f{name, sha256_file_hex(e.path().string()), static_cast<uint64_t>(e.file_size())};
+    LOG_INFO("init: uploading base/{} ({} bytes)", name, f.size);
+    s.put_file(protocol::base_key(name), e.path().string()).throw_if_error();
+    run.base_files.push_back(f);
+  }
+  std::sort(run.base_files.begin(), run.base_files.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  run.base_sha256 = sha256_hex(protocol::base_digest(run.base_files));
+
+  // Task files travel with the run: workers on other machines have no copy of them.
+  for (std::string* path : {&cfg.task.dataset_path, &cfg.task.eval_path}) {
+    if (path->empty()) continue;
+    if (!fs::is_regular_file(*path)) throw UserError("init: task file '" + *path + "' does not exist");
+    protocol::BaseFile f{"", sha256_file_hex(*path), static_cast<uint64_t>(fs::file_size(*path))};
+    f.name = f.sha256.substr(0, 16) + "-" + fs::path(*path).filename().string();
+    s.put_file("data/" + f.name, *path).throw_if_error();
+    run.data_files.push_back(f);
+    *path = "data/" + f.name;
+  }
+
+  // Version 0: the adapter as PEFT initializes it, so every worker starts from the same A.
+  // (Only the model and adapter are needed here; the task is not opened.)
+  auto m0 = model::load_model(cfg.model.path);
+  lora::attach(m0, cfg.lora);
+  protocol::Manifest m;
+  m.version = 0;
+  m.parent = -1;
+  m.created_ms = protocol::now_ms();
+  m.proxy = "init";
+  m.stats = {{"init_seed", cfg.lora.init_seed}};
+  protocol::publish_version(s, m, protocol::encode_adapter(snapshot(m0))).throw_if_error();
+
+  std::random_device rd;
+  char id[32];
+  std::snprintf(id, sizeof id, "%08x%08x", rd(), rd());
+  run.run_id = id;
+  run.created_ms = protocol::now_ms();
+  run.config = cfg.to_json();
+  store::PutOptions once;
+  once.create_only = true;
+  once.content_type = "application/json";
+  s.put(protocol::run_key(), run.to_json().dump(1), once).throw_if_error();
+  LOG_INFO("init: run {} in {}: base {} ({} files), version 0 published", run.run_id, s.describe(),
+           run.base_sha256.substr(0, 16), run.base_files.size());
+  return run;
+}
+
+namespace {
+std::string default_cache(std::string cache_root) {
+  if (cache_root.empty()) {
+    if (const char* c = std::getenv("BUCKETRL_CACHE"); c && *c) cache_root = c;
+    else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) cache_root = std::string(x) + "/bucketrl";
+    else if (const char* h = std::getenv("HOME"); h && *h) cache_root = std::string(h) + "/.cache/bucketrl";
+    else cache_root = "/tmp/bucketrl-cache";
+  }
+  return cache_root;
+}
+
+// key -> path through a temporary file, checked against sha256; kept when already there.
+void fetch_verified(store::ObjectStore& s, const std::string& key, const std::string& sha, const fs::path& path) {
+  if (fs::exists(path) && sha256_file_hex(path.string()) == sha) return;
+  fs::create_directories(path.parent_path());
+  std::string tmp = path.string() + ".tmp-" + std::to_string(getpid());
+  s.get_file(key, tmp).throw_if_error();
+  if (sha256_file_hex(tmp) != sha) {
+    fs::remove(tmp);
+    throw UserError(key + " in " + s.describe() + " does not match run.json's sha256",
+                    "the object was changed after init; re-create the run");
+  }
+  fs::rename(tmp, path);
+}
+}  // namespace
+
+RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, const std::string& cache_root) {
+  RunConfig cfg;
+  cfg.apply_json(run.config, "run.json");
+  cfg.model.path = fetch_base(s, run, cache_root);
+  fs::path data = fs::path(default_cache(cache_root)) / "data";
+  for (std::string* path : {&cfg.task.dataset_path, &cfg.task.eval_path}) {
+    if (path->empty()) continue;
+    auto it = std::find_if(run.data_files.begin(), run.data_files.end(), [&](auto& f) { return "data/" + f.name == *path; });
+    if (it == run.data_files.end()) throw UserError("run.json: task file " + *path + " is not among the run's data files");
+    fetch_verified(s, *path, it->sha256, data / it->name);
+    *path = (data / it->name).string();
+  }
+  cfg.validate();
+  return cfg;
+}
+
+std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& run, std::string cache_root) {
+  cache_root = default_cache(cache_root);
+  fs::path dir = fs::path(cache_root) / run.base_sha256.substr(0, 16);
+  fs::path done = dir / ".complete";
+  if (fs::exists(done)) {
+    std::ifstream f(done);
+    std::string sha;
+    f >> sha;
+    if (sha == run.base_sha256) return dir.string();
+  }
+  fs::path tmp = fs::path(cache_root) / (".tmp-" + run.base_sha256.substr(0, 16) + "-" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  for (auto& f : run.base_files) fetch_verified(s, protocol::base_key(f.name), f.sha256, tmp / f.name);
+  std::ofstream(tmp / ".complete") << run.base_sha256 << "\n";
+  std::error_code ec;
+  if (fs::exists(done)) {  // another process finished while we downloaded
+    fs::remove_all(tmp);
+    return dir.string();
+  }
+  fs::remove_all(dir, ec);  // an incomplete copy
+  fs::rename(tmp, dir, ec);
+  if (ec) {  // another process finished first: use its copy
+    fs::remove_all(tmp);
+    if (!fs::exists(done)) throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message());
+  }
+  LOG_INFO("base model {} cached in {}", run.base_sha256.substr(0, 16), dir.string());
+  return dir.string();
+}
+
+}  // namespace brl::async

@@ -1,0 +1,281 @@
+#include "async/worker.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "async/adapter_state.h"
+#include "async/run_setup.h"
+#include "codec/codec.h"
+#include "grpo/train_loop.h"
+#include "grpo/trainer.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/update.h"
+#include "util/error.h"
+#include "util/hash.h"
+#include "util/log.h"
+
+namespace brl::async {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string default_worker_id() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string h;
+  for (char* p = host; *p && h.size() < 40; ++p)
+    h += (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') ? *p : '-';
+  return (h.empty() ? "worker" : h) + "-" + std::to_string(getpid());
+}
+
+// The heartbeat, shared between the training thread (which fills it) and the beat thread.
+class Beater {
+ public:
+  Beater(const std::string& bucket, protocol::Heartbeat hb, double interval_s)
+      : store_(protocol::open_bucket(bucket)), hb_(std::move(hb)), interval_(interval_s), th_([this] { loop(); }) {}
+  ~Beater() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    th_.join();
+    beat();  // the final state
+  }
+  template <class F>
+  void update(F f) {
+    std::lock_guard<std::mutex> l(mu_);
+    f(hb_);
+  }
+  void beat_now() { cv_.notify_all(); }
+
+ private:
+  void beat() {
+    protocol::Heartbeat h;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      hb_.time_ms = protocol::now_ms();
+      h = hb_;
+    }
+    if (Status st = store_->put(protocol::heartbeat_key(h.worker), h.to_json().dump()); !st)
+      LOG_WARN("worker {}: heartbeat failed: {}", h.worker, st.to_string());
+  }
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!done_) {
+      l.unlock();
+      beat();
+      l.lock();
+      cv_.wait_for(l, std::chrono::duration<double>(interval_));
+    }
+  }
+  std::unique_ptr<store::ObjectStore> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  protocol::Heartbeat hb_;
+  double interval_;
+  bool done_ = false;
+  std::thread th_;
+};
+
+// Running sums over the steps since the last sync.
+struct Window {
+  int64_t steps = 0, samples = 0;
+  double reward_sum = 0, reward_sq = 0, acc_sum = 0;
+  Clock::time_point start = Clock::now();
+  void add(const grpo::StepStats& s) {
+    ++steps;
+    samples += s.samples;
+    // Sample-weighted so the header's mean and std are over completions.
+    reward_sum += s.reward_mean * s.samples;
+    reward_sq += (s.reward_std * s.reward_std + s.reward_mean * s.reward_mean) * s.samples;
+    acc_sum += s.accuracy * s.samples;
+  }
+  double mean() const { return samples ? reward_sum / samples : 0; }
+  double std() const { return samples ? std::sqrt(std::max(0.0, reward_sq / samples - mean() * mean())) : 0; }
+  double accuracy() const { return samples ? acc_sum / samples : 0; }
+};
+
+}  // namespace
+
+WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop) {
+  const std::string id = opt.id.empty() ? default_worker_id() : opt.id;
+  protocol::check_worker_id(id);
+  if (opt.num_shards < 1 || opt.shard < 0 || opt.shard >= opt.num_shards)
+    throw UserError("worker " + id + ": shard " + std::to_string(opt.shard) + "/" + std::to_string(opt.num_shards) +
+                    " is not valid", "use --shard I/N with 0 <= I < N");
+  auto t0 = Clock::now();
+  auto store = protocol::open_bucket(opt.bucket);
+  auto run = protocol::read_run(*store).value();
+  RunConfig cfg = join_run(*store, run, opt.cache_dir);
+  int threads = opt.threads > 0 ? opt.threads : cfg.train.threads;
+  if (threads > 0) at::set_num_threads(threads);
+
+  protocol::Heartbeat hb0;
+  hb0.worker = id;
+  hb0.state = "starting";
+  hb0.pid = getpid();
+  {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    hb0.host = host;
+  }
+  Beater beater(opt.bucket, hb0, cfg.sync.heartbeat_interval_s);
+
+  grpo::Session ses = grpo::open_session(cfg);
+  auto& m = ses.model;
+  // Sampling differs per worker (and per start, so a restarted worker does not replay).
+  grpo::GrpoConfig g = cfg.grpo;
+  g.seed = static_cast<int>((static_cast<uint64_t>(g.seed) ^ std::hash<std::string>{}(id) ^
+                             static_cast<uint64_t>(protocol::now_ms())) & 0x3fffffff);
+  grpo::GrpoTrainer trainer(m, ses.tokenizer, *ses.task, g, opt.shard, opt.num_shards, ses.reward_weights);
+
+  int64_t version = -1;
+  std::vector<codec::Tensor> anchor;
+  auto adopt = [&](int64_t v) {
+    auto man = protocol::read_manifest(*store, v).value();
+    auto bytes = protocol::read_payload(*store, man).value();
+    auto t = protocol::decode_adapter(bytes, store->describe() + "/" + man.payload_key).value();
+    assign(m, t, man.payload_key);
+    anchor = std::move(t);
+    version = v;
+    beater.update([&](protocol::Heartbeat& h) { h.version = v; });
+  };
+  adopt(protocol::newest_version(*store).value());
+  LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads)", id, run.run_id, version,
+           opt.shard, opt.num_shards, at::get_num_threads());
+
+  // Update ids must sort after every earlier one of this worker, across restarts.
+  int64_t last_ms = 0;
+  if (auto mine = store->list_all(protocol::updates_prefix() + id + "/"); mine)
+    for (auto& o : *mine)
+      if (auto k = protocol::parse_update_key(o.key))
+        if (auto t = protocol::update_id_time(k->second)) last_ms = std::max(last_ms, *t);
+  if (auto man = protocol::read_manifest(*store, version); man)
+    if (auto c = man->cursors.find(id); c != man->cursors.end())
+      if (auto t = protocol::update_id_time(c->second)) last_ms = std::max(last_ms, *t);
+  std::mt19937_64 rng(std::random_device{}());
+
+  codec::Options copt;
+  copt.kind = codec::parse_kind(cfg.sync.codec);
+  copt.block_size = cfg.sync.block_size;
+  copt.zstd_level = cfg.sync.zstd_level;
+  codec::ErrorFeedback feedback;
+
+  WorkerSummary sum;
+  Window win;
+  std::string log_lines;
+  auto flush_logs = [&] {
+    if (log_lines.empty()) return;
+    if (Status st = store->put(protocol::log_key(id, protocol::now_ms()), log_lines); st) log_lines.clear();
+  };
+
+  auto sync = [&] {
+    if (win.steps == 0) return;
+    beater.update([](protocol::Heartbeat& h) { h.state = "uploading"; });
+    auto cur = snapshot(m);
+    auto delta = subtract(cur, anchor);
+    codec::ErrorFeedback trial = feedback;  // committed only if the upload lands
+    std::string payload = cfg.sync.error_feedback ? trial.encode(delta, copt) : codec::encode(delta, copt);
+    protocol::UpdateHeader h;
+    h.worker = id;
+    last_ms = std::max(protocol::now_ms(), last_ms + 1);
+    h.id = protocol::make_update_id(last_ms, rng());
+    h.base_version = version;
+    h.steps = win.steps;
+    h.samples = win.samples;
+    h.reward_mean = win.mean();
+    h.reward_std = win.std();
+    h.accuracy = win.accuracy();
+    h.codec = cfg.sync.codec;
+    h.created_ms = protocol::now_ms();
+    h.seconds = since(win.start);
+    std::string obj = protocol::encode_update(h, payload);
+    store::PutOptions once;
+    once.create_only = true;
+    Status st = store->put(protocol::update_key(id, h.id), obj, once);
+    if (!st) {
+      // The progress stays in the model: the next sync's delta includes it.
+      ++sum.failed_uploads;
+      LOG_WARN("worker {}: upload of update {} failed ({}); keeping the progress for the next sync", id, h.id, st.to_string());
+      beater.update([&](protocol::Heartbeat& hb) {
+        hb.state = "training";
+        hb.last_error = st.to_string();
+      });
+      return;
+    }
+    feedback = std::move(trial);
+    anchor = std::move(cur);
+    ++sum.updates;
+    sum.bytes_uploaded += obj.size();
+    LOG_INFO("worker {}: uploaded {} (base v{}, {} steps, {} samples, reward {:.3f}, {} bytes {})", id, h.id, version,
+             h.steps, h.samples, h.reward_mean, obj.size(), h.codec);
+    win = Window{};
+    flush_logs();
+    if (auto nv = protocol::newest_version(*store); nv && *nv > version) {
+      try {
+        adopt(*nv);
+        ++sum.adopted;
+        LOG_INFO("worker {}: adopted global version {}", id, version);
+      } catch (const UserError& e) {
+        LOG_WARN("worker {}: cannot adopt version {} yet: {}", id, *nv, e.what());
+      }
+    }
+    beater.update([&](protocol::Heartbeat& hb) {
+      hb.state = "training";
+      hb.updates = sum.updates;
+      hb.bytes_uploaded = sum.bytes_uploaded;
+    });
+  };
+
+  beater.update([](protocol::Heartbeat& h) { h.state = "training"; });
+  beater.beat_now();
+  Clock::time_point last_sync = Clock::now();
+  int64_t samples_total = 0;
+  auto train_start = Clock::now();
+  while (!stop.load()) {
+    if (opt.max_steps > 0 && sum.steps >= opt.max_steps) break;
+    if (opt.time_limit_s > 0 && since(t0) > opt.time_limit_s) break;
+    auto ts = Clock::now();
+    auto s = trainer.step();
+    if (opt.slowdown > 1) std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * since(ts)));
+    ++sum.steps;
+    samples_total += s.samples;
+    win.add(s);
+    log_lines += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id}, {"step", sum.steps},
+                                {"version", version}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
+                                {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl},
+                                {"completion_length", s.completion_length}, {"seconds", since(ts)}}
+                     .dump() +
+                 "\n";
+    double rate = samples_total / std::max(1e-9, since(train_start));
+    beater.update([&](protocol::Heartbeat& h) {
+      h.step = sum.steps;
+      h.samples_per_s = rate;
+      h.reward_mean = s.reward_mean;
+      h.accuracy = s.accuracy;
+    });
+    bool due = since(last_sync) >= cfg.sync.sync_interval_s || (cfg.sync.sync_steps > 0 && win.steps >= cfg.sync.sync_steps);
+    if (due) {
+      sync();
+      last_sync = Clock::now();
+    }
+  }
+  sync();  // a clean stop uploads what is left
+  flush_logs();
+  beater.update([](protocol::Heartbeat& h) { h.state = "stopped"; });
+  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes), {} adoptions", id, sum.steps, sum.updates,
+           sum.bytes_uploaded, sum.adopted);
+  return sum;
+}
+
+}  // namespace brl::async

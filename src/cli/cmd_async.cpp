@@ -1,0 +1,151 @@
+// The commands of a run over a bucket: `init` (create it), `worker`, `proxy`, `evaluator`
+// (the three roles), `run` (all of them on one machine), `verify` (check the invariants from
+// the bucket alone) and `export` (a global version as a PEFT adapter folder).
+#include <cstdio>
+#include <filesystem>
+
+#include "async/evaluator.h"
+#include "async/local_run.h"
+#include "async/proxy.h"
+#include "async/run_setup.h"
+#include "async/worker.h"
+#include "cli/command.h"
+#include "config/run_config.h"
+#include "protocol/bucket.h"
+#include "protocol/verify.h"
+#include "util/error.h"
+#include "util/log.h"
+
+using namespace brl;
+
+namespace {
+
+RunConfig load_config(const std::string& path, const std::vector<std::string>& sets) {
+  RunConfig cfg = path.empty() ? RunConfig() : RunConfig::from_toml_file(path);
+  cfg.apply_overrides(sets);
+  cfg.validate();
+  return cfg;
+}
+
+void parse_shard(const std::string& s, int* shard, int* n) {
+  if (s.empty()) return;
+  if (std::sscanf(s.c_str(), "%d/%d", shard, n) != 2)
+    throw UserError("--shard " + s + " is not I/N", "e.g. --shard 0/2 for the first of two workers");
+}
+
+cli::Register init_reg("init", "create a run in a bucket: upload the base model, write run.json and version 0", [](CLI::App& app) {
+  static std::string bucket, model, config;
+  static std::vector<std::string> sets;
+  app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
+  app.add_option("--model", model, "base HF model folder (default: [model] path)");
+  app.add_option("--config", config, "run.toml");
+  app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
+  return [] {
+    RunConfig cfg = load_config(config, sets);
+    if (!model.empty()) cfg.model.path = model;
+    cli::init_compute(1);
+    auto store = protocol::open_bucket(bucket);
+    auto run = async::init_run(*store, cfg);
+    std::printf("run %s created in %s (base %s); start workers with: bucketrl worker --bucket %s\n", run.run_id.c_str(),
+                store->describe().c_str(), run.base_sha256.substr(0, 16).c_str(), bucket.c_str());
+    return 0;
+  };
+});
+
+cli::Register worker_reg("worker", "train on a run's prompts and upload adapter deltas to the bucket", [](CLI::App& app) {
+  static async::WorkerOptions o;
+  static std::string shard;
+  app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
+  app.add_option("--id", o.id, "worker id (default: <host>-<pid>)");
+  app.add_option("--shard", shard, "prompt shard I/N (default 0/1: all prompts)");
+  app.add_option("--threads", o.threads, "compute threads (default: train.threads of the run, 0 = all cores)");
+  app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
+  app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
+  app.add_option("--max-steps", o.max_steps, "stop after this many GRPO steps");
+  app.add_option("--slowdown", o.slowdown, "benchmarks: run this many times slower");
+  return [] {
+    parse_shard(shard, &o.shard, &o.num_shards);
+    cli::init_compute(o.threads);
+    auto s = async::run_worker(o, cli::stop_on_signals());
+    std::printf("worker: %lld steps, %lld updates (%llu bytes), %lld versions adopted\n", static_cast<long long>(s.steps),
+                static_cast<long long>(s.updates), static_cast<unsigned long long>(s.bytes_uploaded),
+                static_cast<long long>(s.adopted));
+    return 0;
+  };
+});
+
+cli::Register proxy_reg("proxy", "fold worker updates into new global versions; watch worker health", [](CLI::App& app) {
+  static async::ProxyOptions o;
+  app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
+  app.add_option("--id", o.id, "proxy id in manifests (default: proxy-<host>-<pid>)");
+  app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
+  app.add_option("--max-version", o.max_version, "stop after publishing this version");
+  return [] {
+    const auto& stop = cli::stop_on_signals();
+    async::Proxy p(o);
+    p.run(stop);
+    auto& c = p.counters();
+    std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates\n",
+                static_cast<long long>(p.version()), static_cast<long long>(c.published), static_cast<long long>(c.accepted),
+                static_cast<long long>(c.rejected));
+    return 0;
+  };
+});
+
+cli::Register evaluator_reg("evaluator", "evaluate each new global version on held-out prompts (evals/ in the bucket)", [](CLI::App& app) {
+  static async::EvaluatorOptions o;
+  app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
+  app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
+  app.add_option("--threads", o.threads, "compute threads");
+  return [] {
+    cli::init_compute(o.threads);
+    async::run_evaluator(o, cli::stop_on_signals());
+    return 0;
+  };
+});
+
+cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers and an evaluator", [](CLI::App& app) {
+  static std::string config;
+  static std::vector<std::string> sets;
+  static async::LocalRunOptions o;
+  app.add_option("--config", config, "run.toml");
+  app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
+  app.add_option("--bucket", o.bucket, "bucket URL or directory (default <train.output_dir>/bucket)");
+  app.add_option("--workers", o.workers, "worker processes")->capture_default_str();
+  app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
+  app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out accuracy reaches this");
+  return [] {
+    RunConfig cfg = load_config(config, sets);
+    cli::init_compute(1);
+    auto s = async::run_local(cfg, o, cli::stop_on_signals());
+    std::printf("run: %lld versions from %lld updates in %.0f s; held-out accuracy %.3f -> %.3f; adapter: %s\n%s\n",
+                static_cast<long long>(s.versions), static_cast<long long>(s.updates), s.seconds, s.initial_accuracy,
+                s.final_accuracy, s.adapter_dir.c_str(), s.verify.summary().c_str());
+    return s.verify.ok() ? 0 : 3;
+  };
+});
+
+cli::Register verify_reg("verify", "check a run's invariants from the bucket alone", [](CLI::App& app) {
+  static std::string bucket;
+  app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
+  return [] {
+    auto store = protocol::open_bucket(bucket);
+    auto r = protocol::verify_run(*store);
+    std::printf("%s\n", r.summary().c_str());
+    return r.ok() ? 0 : 3;
+  };
+});
+
+cli::Register export_reg("export", "write a global version of a run as a PEFT adapter folder", [](CLI::App& app) {
+  static std::string bucket, out;
+  static int64_t version = -1;
+  app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
+  app.add_option("--version", version, "global version (default: the newest)");
+  app.add_option("--out", out, "output folder")->required();
+  return [] {
+    std::printf("adapter written to %s\n", async::export_adapter(bucket, version, out).c_str());
+    return 0;
+  };
+});
+
+}  // namespace

@@ -1,0 +1,71 @@
+#include "config/async_config.h"
+
+#include "util/error.h"
+
+namespace brl {
+
+namespace {
+[[noreturn]] void bad(const std::string& section, const std::string& key, const std::string& value, const std::string& rule) {
+  throw UserError("[" + section + "] " + key + " = " + value + ": " + rule);
+}
+}  // namespace
+
+ConfigTable SyncConfig::table() {
+  ConfigTable t("sync");
+  t.add("sync_interval_s", &sync_interval_s, "upload a delta every T seconds")
+      .add("sync_steps", &sync_steps, "or every K steps, whichever first (0 = time only)")
+      .add("heartbeat_interval_s", &heartbeat_interval_s, "seconds between heartbeats")
+      .add("codec", &codec, "fp32 | bf16 | int8 | int4")
+      .add("block_size", &block_size, "int8/int4 absmax block size")
+      .add("zstd_level", &zstd_level, "0 = no compression")
+      .add("error_feedback", &error_feedback, "carry the quantization residual into the next delta");
+  return t;
+}
+
+void SyncConfig::validate() const {
+  if (!(sync_interval_s > 0)) bad("sync", "sync_interval_s", std::to_string(sync_interval_s), "must be > 0");
+  if (sync_steps < 0) bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 0");
+  if (!(heartbeat_interval_s > 0)) bad("sync", "heartbeat_interval_s", std::to_string(heartbeat_interval_s), "must be > 0");
+  if (codec != "fp32" && codec != "bf16" && codec != "int8" && codec != "int4")
+    bad("sync", "codec", "\"" + codec + "\"", "must be one of fp32, bf16, int8, int4");
+  if (block_size < 8 || block_size > 4096) bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
+  if (zstd_level < 0 || zstd_level > 19) bad("sync", "zstd_level", std::to_string(zstd_level), "must be in [0, 19]");
+}
+
+ConfigTable ProxyConfig::table() {
+  ConfigTable t("proxy");
+  t.add("poll_interval_s", &poll_interval_s, "seconds between bucket polls")
+      .add("min_updates", &min_updates, "accepted updates needed to publish a version")
+      .add("max_updates", &max_updates, "updates folded into one version at most")
+      .add("heartbeat_timeout_s", &heartbeat_timeout_s, "a worker silent this long is lost")
+      .add("straggler_ratio", &straggler_ratio, "throughput below ratio x median marks a straggler")
+      .add("keep_versions", &keep_versions, "adapter payloads kept; older ones are deleted");
+  return t;
+}
+
+void ProxyConfig::validate() const {
+  if (!(poll_interval_s > 0)) bad("proxy", "poll_interval_s", std::to_string(poll_interval_s), "must be > 0");
+  if (min_updates < 1) bad("proxy", "min_updates", std::to_string(min_updates), "must be >= 1");
+  if (max_updates < min_updates) bad("proxy", "max_updates", std::to_string(max_updates), "must be >= min_updates");
+  if (!(heartbeat_timeout_s > 0)) bad("proxy", "heartbeat_timeout_s", std::to_string(heartbeat_timeout_s), "must be > 0");
+  if (!(straggler_ratio >= 0 && straggler_ratio < 1)) bad("proxy", "straggler_ratio", std::to_string(straggler_ratio), "must be in [0, 1)");
+  if (keep_versions < 2) bad("proxy", "keep_versions", std::to_string(keep_versions), "must be >= 2");
+}
+
+ConfigTable AggregationConfig::table() {
+  ConfigTable t("aggregation");
+  t.add("mode", &mode, "fedavg")
+      .add("max_staleness", &max_staleness, "reject deltas whose base version is more than this behind")
+      .add("staleness_exponent", &staleness_exponent, "weight = samples * (1 + staleness)^-exponent")
+      .add("server_learning_rate", &server_learning_rate, "global += lr * weighted mean delta");
+  return t;
+}
+
+void AggregationConfig::validate() const {
+  if (mode != "fedavg") bad("aggregation", "mode", "\"" + mode + "\"", "must be fedavg");
+  if (max_staleness < 0) bad("aggregation", "max_staleness", std::to_string(max_staleness), "must be >= 0");
+  if (!(staleness_exponent >= 0)) bad("aggregation", "staleness_exponent", std::to_string(staleness_exponent), "must be >= 0");
+  if (!(server_learning_rate > 0)) bad("aggregation", "server_learning_rate", std::to_string(server_learning_rate), "must be > 0");
+}
+
+}  // namespace brl

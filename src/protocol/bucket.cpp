@@ -1,0 +1,107 @@
+#include "protocol/bucket.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "protocol/layout.h"
+#include "store/retry_store.h"
+#include "util/hash.h"
+#include "util/safetensors.h"
+
+namespace brl::protocol {
+
+std::unique_ptr<store::ObjectStore> open_bucket(const std::string& url) {
+  return std::make_unique<store::RetryStore>(std::shared_ptr<store::ObjectStore>(store::open_store(url)));
+}
+
+Result<RunDescription> read_run(store::ObjectStore& s) {
+  auto r = s.get(run_key());
+  if (!r) {
+    if (r.status().is_not_found())
+      return Status(StatusCode::kNotFound, "no run in " + s.describe() + " (run.json is missing): create one with `bucketrl init`");
+    return r.status();
+  }
+  return RunDescription::parse(*r, s.describe() + "/" + run_key());
+}
+
+Result<int64_t> read_latest(store::ObjectStore& s) {
+  auto r = s.get(latest_key());
+  if (!r) return r.status();
+  const std::string& t = *r;
+  int64_t v = 0;
+  size_t i = 0;
+  for (; i < t.size() && t[i] >= '0' && t[i] <= '9' && i < 12; ++i) v = v * 10 + (t[i] - '0');
+  if (i == 0 || (i < t.size() && t.substr(i) != "\n"))
+    return Status(StatusCode::kCorrupt, s.describe() + "/" + latest_key() + ": '" + t.substr(0, 40) + "' is not a version number");
+  return v;
+}
+
+Result<int64_t> newest_version(store::ObjectStore& s) {
+  auto l = read_latest(s);
+  if (!l && !l.status().is_not_found()) return l.status();
+  int64_t v = l ? *l : -1;
+  // Manifests above LATEST: listing starts after this version's folder.
+  auto page = s.list_all("global/", v >= 0 ? version_dir(v) + "~" : "");
+  if (!page) return page.status();
+  for (auto& o : *page)
+    if (auto mv = parse_manifest_key(o.key); mv && *mv > v) v = *mv;
+  if (v < 0) return Status(StatusCode::kNotFound, "no published version in " + s.describe());
+  return v;
+}
+
+Result<Manifest> read_manifest(store::ObjectStore& s, int64_t v) {
+  auto r = s.get(manifest_key(v));
+  if (!r) return r.status();
+  auto m = Manifest::parse(*r, s.describe() + "/" + manifest_key(v));
+  if (m && m->version != v)
+    return Status(StatusCode::kCorrupt, s.describe() + "/" + manifest_key(v) + ": says version " + std::to_string(m->version));
+  return m;
+}
+
+Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m) {
+  auto r = s.get(m.payload_key);
+  if (!r) return r.status();
+  if (r->size() != m.payload_size || sha256_hex(*r) != m.payload_sha256)
+    return Status(StatusCode::kCorrupt, s.describe() + "/" + m.payload_key + ": does not match manifest v" +
+                                            std::to_string(m.version) + " (size or sha256)");
+  return r;
+}
+
+std::string encode_adapter(const std::vector<codec::Tensor>& tensors) {
+  std::vector<st::TensorData> td;
+  for (auto& t : tensors) td.push_back({t.name, st::DType::F32, t.shape, t.data.data(), t.data.size() * sizeof(float)});
+  return st::serialize_safetensors(td, {{"format", "pt"}});
+}
+
+Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label) {
+  std::vector<codec::Tensor> out;
+  try {
+    auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label);
+    for (auto& name : f.names()) {
+      auto& v = f.get(name);
+      if (v.dtype != st::DType::F32) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not F32");
+      codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
+      std::memcpy(t.data.data(), v.data, v.nbytes);
+      for (float x : t.data)
+        if (!std::isfinite(x)) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
+      out.push_back(std::move(t));
+    }
+  } catch (const UserError& e) {
+    return Status(StatusCode::kCorrupt, e.what());
+  }
+  return out;
+}
+
+Status publish_version(store::ObjectStore& s, Manifest& m, const std::string& payload) {
+  m.payload_sha256 = sha256_hex(payload);
+  m.payload_size = payload.size();
+  m.payload_key = adapter_key(m.version, m.payload_sha256);
+  if (Status st = s.put(m.payload_key, payload); !st) return st;
+  store::PutOptions once;
+  once.create_only = true;
+  once.content_type = "application/json";
+  if (Status st = s.put(manifest_key(m.version), m.to_json().dump(1), once); !st) return st;
+  return s.put(latest_key(), std::to_string(m.version) + "\n");
+}
+
+}  // namespace brl::protocol

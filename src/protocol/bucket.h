@@ -1,0 +1,39 @@
+// Reading and writing the protocol's objects through any ObjectStore: the run description,
+// LATEST, manifests, verified version payloads, and the global adapter's encoding (plain
+// safetensors with PEFT key names, F32, so a version can be used as a PEFT adapter as is).
+// Torch-free: the proxy and the verifier work on float vectors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codec/codec.h"
+#include "protocol/records.h"
+#include "store/object_store.h"
+
+namespace brl::protocol {
+
+// The store for a bucket URL, wrapped in bounded retries (transient errors, throttling).
+std::unique_ptr<store::ObjectStore> open_bucket(const std::string& url);
+
+Result<RunDescription> read_run(store::ObjectStore& s);
+// The number in global/LATEST (kNotFound when there is none).
+Result<int64_t> read_latest(store::ObjectStore& s);
+// The newest published version: LATEST, or a higher manifest left by a proxy that died
+// between writing the manifest and LATEST.
+Result<int64_t> newest_version(store::ObjectStore& s);
+Result<Manifest> read_manifest(store::ObjectStore& s, int64_t v);
+// The payload of a version, checked against its manifest's size and sha256.
+Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m);
+
+std::string encode_adapter(const std::vector<codec::Tensor>& tensors);
+Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label);
+
+// Publishes version m.version with the given payload: payload (content-addressed key), then
+// the manifest with a create-only put (the commit point: of two proxies only one wins
+// version N; the loser gets kPreconditionFailed), then LATEST. Fills the payload fields of m.
+Status publish_version(store::ObjectStore& s, Manifest& m, const std::string& payload);
+
+}  // namespace brl::protocol

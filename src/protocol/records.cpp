@@ -1,0 +1,154 @@
+#include "protocol/records.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace brl::protocol {
+
+namespace {
+
+Status bad(const std::string& label, const std::string& what) { return {StatusCode::kCorrupt, label + ": " + what}; }
+
+// Parses text as a JSON object, then runs fill(j); json type errors become kCorrupt naming label.
+template <class T, class F>
+Result<T> parse_with(std::string_view text, const std::string& label, F fill) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return bad(label, "not a JSON object");
+  T out;
+  try {
+    Status st = fill(j, out);
+    if (!st) return st;
+  } catch (const nlohmann::json::exception& e) {
+    return bad(label, std::string("field missing or of the wrong type: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string base_digest(const std::vector<BaseFile>& files) {
+  std::vector<BaseFile> f = files;
+  std::sort(f.begin(), f.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  std::string s;
+  for (auto& x : f) s += x.name + "\t" + x.sha256 + "\n";
+  return s;
+}
+
+nlohmann::json RunDescription::to_json() const {
+  nlohmann::json files = nlohmann::json::array(), data = nlohmann::json::array();
+  for (auto& f : base_files) files.push_back({{"name", f.name}, {"sha256", f.sha256}, {"size", f.size}});
+  for (auto& f : data_files) data.push_back({{"name", f.name}, {"sha256", f.sha256}, {"size", f.size}});
+  return {{"protocol_version", protocol_version}, {"run_id", run_id}, {"created_ms", created_ms},
+          {"base", {{"sha256", base_sha256}, {"files", files}}}, {"data", data}, {"config", config}};
+}
+
+Result<RunDescription> RunDescription::parse(std::string_view text, const std::string& label) {
+  return parse_with<RunDescription>(text, label, [&](const nlohmann::json& j, RunDescription& r) -> Status {
+    r.protocol_version = j.at("protocol_version").get<int>();
+    if (r.protocol_version != 1)
+      return bad(label, "protocol_version " + std::to_string(r.protocol_version) + " is not supported by this build (1)");
+    r.run_id = j.at("run_id").get<std::string>();
+    r.created_ms = j.at("created_ms").get<int64_t>();
+    r.base_sha256 = j.at("base").at("sha256").get<std::string>();
+    for (auto& f : j.at("base").at("files")) {
+      BaseFile b{f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<uint64_t>()};
+      if (b.name.empty() || b.name.find('/') != std::string::npos || b.name[0] == '.')
+        return bad(label, "base file name '" + b.name + "' is not a plain file name");
+      r.base_files.push_back(b);
+    }
+    for (auto& f : j.value("data", nlohmann::json::array())) {
+      BaseFile b{f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<uint64_t>()};
+      if (b.name.empty() || b.name.find('/') != std::string::npos || b.name[0] == '.')
+        return bad(label, "data file name '" + b.name + "' is not a plain file name");
+      r.data_files.push_back(b);
+    }
+    r.config = j.at("config");
+    if (!r.config.is_object()) return bad(label, "config is not an object");
+    return {};
+  });
+}
+
+nlohmann::json Manifest::to_json() const {
+  nlohmann::json ups = nlohmann::json::array(), rej = nlohmann::json::array();
+  for (auto& u : updates)
+    ups.push_back({{"worker", u.worker}, {"id", u.id}, {"sha256", u.sha256}, {"payload_sha256", u.payload_sha256}, {"size", u.size},
+                   {"base_version", u.base_version}, {"staleness", u.staleness}, {"steps", u.steps},
+                   {"samples", u.samples}, {"weight", u.weight}, {"reward_mean", u.reward_mean}, {"accuracy", u.accuracy}});
+  for (auto& r : rejected) rej.push_back({{"worker", r.worker}, {"id", r.id}, {"reason", r.reason}});
+  return {{"version", version}, {"parent", parent}, {"created_ms", created_ms}, {"proxy", proxy},
+          {"payload", {{"key", payload_key}, {"sha256", payload_sha256}, {"size", payload_size}}},
+          {"updates", ups}, {"rejected", rej}, {"cursors", cursors}, {"stats", stats}};
+}
+
+Result<Manifest> Manifest::parse(std::string_view text, const std::string& label) {
+  return parse_with<Manifest>(text, label, [&](const nlohmann::json& j, Manifest& m) -> Status {
+    m.version = j.at("version").get<int64_t>();
+    m.parent = j.at("parent").get<int64_t>();
+    if (m.version < 0 || m.parent != m.version - 1)
+      return bad(label, "version " + std::to_string(m.version) + " with parent " + std::to_string(m.parent) +
+                            " (a version's parent must be the one before it)");
+    m.created_ms = j.at("created_ms").get<int64_t>();
+    m.proxy = j.at("proxy").get<std::string>();
+    auto& p = j.at("payload");
+    m.payload_key = p.at("key").get<std::string>();
+    m.payload_sha256 = p.at("sha256").get<std::string>();
+    m.payload_size = p.at("size").get<uint64_t>();
+    for (auto& u : j.at("updates"))
+      m.updates.push_back({u.at("worker").get<std::string>(), u.at("id").get<std::string>(), u.at("sha256").get<std::string>(),
+                           u.at("payload_sha256").get<std::string>(), u.at("size").get<uint64_t>(), u.at("base_version").get<int64_t>(), u.at("staleness").get<int64_t>(),
+                           u.at("steps").get<int64_t>(), u.at("samples").get<int64_t>(), u.at("weight").get<double>(),
+                           u.at("reward_mean").get<double>(), u.at("accuracy").get<double>()});
+    for (auto& r : j.at("rejected"))
+      m.rejected.push_back({r.at("worker").get<std::string>(), r.at("id").get<std::string>(), r.at("reason").get<std::string>()});
+    m.cursors = j.at("cursors").get<std::map<std::string, std::string>>();
+    m.stats = j.value("stats", nlohmann::json::object());
+    return {};
+  });
+}
+
+nlohmann::json Heartbeat::to_json() const {
+  return {{"worker", worker}, {"host", host}, {"state", state}, {"pid", pid}, {"time_ms", time_ms},
+          {"step", step}, {"version", version}, {"updates", updates}, {"samples_per_s", samples_per_s},
+          {"reward_mean", reward_mean}, {"accuracy", accuracy}, {"bytes_uploaded", bytes_uploaded},
+          {"last_error", last_error}};
+}
+
+Result<Heartbeat> Heartbeat::parse(std::string_view text, const std::string& label) {
+  return parse_with<Heartbeat>(text, label, [&](const nlohmann::json& j, Heartbeat& h) -> Status {
+    h.worker = j.at("worker").get<std::string>();
+    h.host = j.value("host", "");
+    h.state = j.at("state").get<std::string>();
+    h.pid = j.value("pid", int64_t{0});
+    h.time_ms = j.at("time_ms").get<int64_t>();
+    h.step = j.value("step", int64_t{0});
+    h.version = j.value("version", int64_t{0});
+    h.updates = j.value("updates", int64_t{0});
+    h.samples_per_s = j.value("samples_per_s", 0.0);
+    h.reward_mean = j.value("reward_mean", 0.0);
+    h.accuracy = j.value("accuracy", 0.0);
+    h.bytes_uploaded = j.value("bytes_uploaded", uint64_t{0});
+    h.last_error = j.value("last_error", "");
+    return {};
+  });
+}
+
+nlohmann::json EvalRecord::to_json() const {
+  return {{"version", version}, {"n", n}, {"time_ms", time_ms}, {"accuracy", accuracy}, {"reward_mean", reward_mean}};
+}
+
+Result<EvalRecord> EvalRecord::parse(std::string_view text, const std::string& label) {
+  return parse_with<EvalRecord>(text, label, [&](const nlohmann::json& j, EvalRecord& e) -> Status {
+    e.version = j.at("version").get<int64_t>();
+    e.n = j.at("n").get<int64_t>();
+    e.time_ms = j.at("time_ms").get<int64_t>();
+    e.accuracy = j.at("accuracy").get<double>();
+    e.reward_mean = j.at("reward_mean").get<double>();
+    return {};
+  });
+}
+
+}  // namespace brl::protocol

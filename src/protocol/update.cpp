@@ -1,0 +1,97 @@
+#include "protocol/update.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "util/hash.h"
+
+namespace brl::protocol {
+
+namespace {
+constexpr std::string_view kMagic = "BRLUPD1\n";
+constexpr uint32_t kMaxHeader = 1 << 20;
+
+Status corrupt(const std::string& label, const std::string& what) {
+  return {StatusCode::kCorrupt, "update " + label + ": " + what};
+}
+}  // namespace
+
+nlohmann::json UpdateHeader::to_json() const {
+  return {{"format", format},         {"worker", worker},       {"id", id},
+          {"base_version", base_version}, {"steps", steps},     {"samples", samples},
+          {"reward_mean", reward_mean}, {"reward_std", reward_std}, {"accuracy", accuracy},
+          {"codec", codec},           {"payload_sha256", payload_sha256}, {"payload_size", payload_size},
+          {"created_ms", created_ms}, {"seconds", seconds}};
+}
+
+std::string encode_update(UpdateHeader h, std::string_view payload) {
+  h.payload_sha256 = sha256_hex(payload);
+  h.payload_size = payload.size();
+  std::string js = h.to_json().dump();
+  std::string out(kMagic);
+  uint32_t n = static_cast<uint32_t>(js.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out += js;
+  out.append(payload.data(), payload.size());
+  return out;
+}
+
+Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& label) {
+  if (bytes.size() < kMagic.size() + 4 || bytes.substr(0, kMagic.size()) != kMagic)
+    return corrupt(label, "not an update object (bad magic)");
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[kMagic.size() + i])) << (8 * i);
+  size_t off = kMagic.size() + 4;
+  if (n > kMaxHeader || n > bytes.size() - off)
+    return corrupt(label, "header length " + std::to_string(n) + " exceeds the object (" + std::to_string(bytes.size()) + " bytes)");
+  nlohmann::json j = nlohmann::json::parse(bytes.substr(off, n), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return corrupt(label, "header is not a JSON object");
+  ParsedUpdate p;
+  UpdateHeader& h = p.header;
+  try {
+    h.format = j.at("format").get<int>();
+    if (h.format != 1) return corrupt(label, "header format " + std::to_string(h.format) + " is not supported (expected 1)");
+    h.worker = j.at("worker").get<std::string>();
+    h.id = j.at("id").get<std::string>();
+    h.base_version = j.at("base_version").get<int64_t>();
+    h.steps = j.at("steps").get<int64_t>();
+    h.samples = j.at("samples").get<int64_t>();
+    h.reward_mean = j.at("reward_mean").get<double>();
+    h.reward_std = j.at("reward_std").get<double>();
+    h.accuracy = j.at("accuracy").get<double>();
+    h.codec = j.at("codec").get<std::string>();
+    h.payload_sha256 = j.at("payload_sha256").get<std::string>();
+    h.payload_size = j.at("payload_size").get<uint64_t>();
+    h.created_ms = j.at("created_ms").get<int64_t>();
+    h.seconds = j.value("seconds", 0.0);
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(label, std::string("header field missing or of the wrong type: ") + e.what());
+  }
+  if (h.base_version < 0) return corrupt(label, "base_version " + std::to_string(h.base_version) + " < 0");
+  if (h.steps < 0 || h.samples <= 0) return corrupt(label, "steps/samples must be >= 0 / > 0");
+  off += n;
+  if (h.payload_size != bytes.size() - off)
+    return corrupt(label, "payload is " + std::to_string(bytes.size() - off) + " bytes, header says " +
+                              std::to_string(h.payload_size) + " (truncated?)");
+  p.payload = bytes.substr(off);
+  if (sha256_hex(p.payload) != h.payload_sha256) return corrupt(label, "payload sha256 does not match the header");
+  return p;
+}
+
+std::string make_update_id(int64_t ms, uint64_t random) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%013lld-%08llx", static_cast<long long>(ms), static_cast<unsigned long long>(random & 0xffffffffULL));
+  return b;
+}
+
+std::optional<int64_t> update_id_time(const std::string& id) {
+  if (id.size() != 22 || id[13] != '-') return std::nullopt;
+  int64_t v = 0;
+  for (int i = 0; i < 13; ++i) {
+    if (id[i] < '0' || id[i] > '9') return std::nullopt;
+    v = v * 10 + (id[i] - '0');
+  }
+  return v;
+}
+
+}  // namespace brl::protocol

@@ -1,0 +1,79 @@
+#include "protocol/verify.h"
+
+#include <map>
+
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+
+namespace brl::protocol {
+
+std::string VerifyReport::summary() const {
+  std::string s = "versions 0.." + std::to_string(newest) + " (LATEST " + std::to_string(latest) + "), " +
+                  std::to_string(updates_folded) + " updates folded, " + std::to_string(updates_rejected) + " rejected, " +
+                  std::to_string(payloads_verified) + " payloads verified, " + std::to_string(payloads_collected) +
+                  " collected: " + (ok() ? "OK" : std::to_string(errors.size()) + " errors");
+  for (auto& e : errors) s += "\n  " + e;
+  return s;
+}
+
+VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
+  VerifyReport r;
+  if (auto run = read_run(s); !run) r.errors.push_back(run.status().to_string());
+  auto objs = s.list_all("global/");
+  if (!objs) {
+    r.errors.push_back(objs.status().to_string());
+    return r;
+  }
+  std::set<int64_t> manifests;
+  std::set<std::string> keys;
+  for (auto& o : *objs) {
+    keys.insert(o.key);
+    if (auto v = parse_manifest_key(o.key)) manifests.insert(*v);
+  }
+  if (manifests.empty()) {
+    r.errors.push_back("no published version in " + s.describe());
+    return r;
+  }
+  r.newest = *manifests.rbegin();
+  for (int64_t v = 0; v <= r.newest; ++v)
+    if (!manifests.count(v)) r.errors.push_back("version " + std::to_string(v) + " is missing (the chain has a gap)");
+  if (auto l = read_latest(s); !l) {
+    r.errors.push_back("LATEST: " + l.status().to_string());
+  } else {
+    r.latest = *l;
+    if (!manifests.count(*l)) r.errors.push_back("LATEST names version " + std::to_string(*l) + ", which has no manifest");
+  }
+  std::map<std::string, int64_t> by_id, by_sha;
+  for (int64_t v : manifests) {
+    auto m = read_manifest(s, v);
+    if (!m) {
+      r.errors.push_back(m.status().to_string());
+      continue;
+    }
+    ++r.versions;
+    if (m->payload_key.rfind(version_dir(v), 0) != 0)
+      r.errors.push_back("version " + std::to_string(v) + ": payload key " + m->payload_key + " is outside its folder");
+    if (!keys.count(m->payload_key)) {
+      ++r.payloads_collected;
+    } else if (check_payloads) {
+      if (auto p = read_payload(s, *m); !p)
+        r.errors.push_back(p.status().to_string());
+      else
+        ++r.payloads_verified;
+    }
+    for (auto& u : m->updates) {
+      std::string id = u.worker + "/" + u.id;
+      if (auto [it, fresh] = by_id.emplace(id, v); !fresh)
+        r.errors.push_back("update " + id + " is folded into v" + std::to_string(it->second) + " and v" + std::to_string(v));
+      if (auto [it, fresh] = by_sha.emplace(u.payload_sha256, v); !fresh)
+        r.errors.push_back("update content " + u.payload_sha256.substr(0, 16) + " (" + id + ") is folded twice (v" +
+                           std::to_string(it->second) + ", v" + std::to_string(v) + ")");
+      r.folded.insert(id);
+      ++r.updates_folded;
+    }
+    r.updates_rejected += static_cast<int64_t>(m->rejected.size());
+  }
+  return r;
+}
+
+}  // namespace brl::protocol

@@ -1,0 +1,28 @@
+// Checks a run's invariants from the bucket alone (tests, chaos runs, `bucketrl verify`):
+// versions 0..N form one chain, every manifest parses, every payload still present matches
+// its manifest, LATEST names a published version, no update (by id or by content) is
+// folded into two versions.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "store/object_store.h"
+
+namespace brl::protocol {
+
+struct VerifyReport {
+  int64_t newest = -1, latest = -1;
+  int64_t versions = 0, payloads_verified = 0, payloads_collected = 0;
+  int64_t updates_folded = 0, updates_rejected = 0;
+  std::set<std::string> folded;       // "worker/id" of every folded update
+  std::vector<std::string> errors;    // empty: the run verifies
+  bool ok() const { return errors.empty(); }
+  std::string summary() const;
+};
+
+VerifyReport verify_run(store::ObjectStore& s, bool check_payloads = true);
+
+}  // namespace brl::protocol

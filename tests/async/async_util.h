@@ -1,0 +1,127 @@
+// Shared set-up of the multi-process tests: a tiny random base model with the demo's byte
+// tokenizer, a run config whose reward a random model can learn within seconds, and child
+// processes of the real bucketrl executable.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "grpo/pretrain.h"
+#include "model/loader.h"
+
+namespace brl::test {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char t[] = "/tmp/brl_async_XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~TempDir() {
+    if (!std::getenv("BRL_KEEP_TMP")) std::filesystem::remove_all(path);
+    else std::fprintf(stderr, "kept %s\n", path.c_str());
+  }
+  std::string str(const std::string& sub = "") const { return (path / sub).string(); }
+};
+
+inline std::string make_base(const std::string& dir) {
+  grpo::PretrainOptions o;
+  o.hidden_size = 64;
+  o.num_layers = 2;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.intermediate_size = 128;
+  // init_std 0.15 rather than 0.02: with tied embeddings that small a random model's logits
+  // barely move whatever the adapter does, and no reward could be learned.
+  model::write_random_checkpoint(grpo::demo_model_config(o), 11, dir, torch::kFloat, 0.15);
+  grpo::write_byte_tokenizer(dir);
+  return dir;
+}
+
+// A task a random model can learn in seconds: varied prompts whose answer is always "7"
+// (one token). A random model says 7 a few percent of the time, so some groups vary and
+// GRPO raises the rate; held-out accuracy is measured on prompts never trained on.
+inline RunConfig learnable_config(const std::string& base, const std::string& out) {
+  std::filesystem::create_directories(out);
+  std::string data = out + "/seven.jsonl";
+  {
+    FILE* f = std::fopen(data.c_str(), "w");
+    for (int i = 0; i < 400; ++i) std::fprintf(f, "{\"prompt\": \"%d+%d, say seven:\", \"answer\": \"7\"}\n", i * 37 % 101, i % 13);
+    std::fclose(f);
+  }
+  RunConfig c;
+  c.model.path = base;
+  c.task.name = "jsonl";
+  c.task.dataset_path = data;
+  c.lora.r = 4;
+  c.lora.lora_alpha = 8;
+  c.lora.target_modules = {"all-linear"};
+  c.grpo.num_generations = 8;
+  c.grpo.per_device_train_batch_size = 64;
+  c.grpo.max_completion_length = 1;
+  c.grpo.learning_rate = 5e-3;
+  c.grpo.lr_scheduler_type = "constant";
+  c.grpo.beta = 0;
+  c.grpo.max_steps = 100000;
+  c.train.output_dir = out;
+  c.train.eval_max_examples = 64;
+  c.sync.sync_interval_s = 1.0;
+  c.sync.heartbeat_interval_s = 1;
+  c.proxy.poll_interval_s = 0.3;
+  return c;
+}
+
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+};
+
+// Starts BRL_EXE with args, output appended to log.
+inline Proc start(const std::vector<std::string>& args, const std::string& log) {
+  Proc p{-1, log};
+  p.pid = fork();
+  if (p.pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "a");
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    std::vector<char*> argv{const_cast<char*>(BRL_EXE)};
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(BRL_EXE, argv.data());
+    _exit(127);
+  }
+  return p;
+}
+
+// Signals and reaps; returns the wait status.
+inline int stop(Proc& p, int sig = SIGTERM) {
+  if (p.pid <= 0) return 0;
+  kill(p.pid, sig);
+  int st = 0;
+  waitpid(p.pid, &st, 0);
+  p.pid = -1;
+  return st;
+}
+
+inline std::string read_text(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";
+  std::string s;
+  char b[4096];
+  size_t n;
+  while ((n = std::fread(b, 1, sizeof b, f)) > 0) s.append(b, n);
+  std::fclose(f);
+  return s;
+}
+
+}  // namespace brl::test

@@ -1,0 +1,207 @@
+// The protocol's objects through a real directory store: update framing and its integrity
+// checks, manifests, publishing (create-only commit point), newest-version discovery past a
+// stale LATEST, and the run verifier catching what it exists to catch.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/records.h"
+#include "protocol/update.h"
+#include "protocol/verify.h"
+#include "store/local_store.h"
+#include "util/hash.h"
+
+using namespace brl;
+using namespace brl::protocol;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempBucket {
+  fs::path dir;
+  std::unique_ptr<store::ObjectStore> s;
+  TempBucket() {
+    char t[] = "/tmp/brl_records_XXXXXX";
+    dir = mkdtemp(t);
+    s = std::make_unique<store::LocalStore>(dir.string());
+  }
+  ~TempBucket() { fs::remove_all(dir); }
+};
+
+UpdateHeader header() {
+  UpdateHeader h;
+  h.worker = "w1";
+  h.id = make_update_id(1700000000123, 0xabcdef12);
+  h.base_version = 3;
+  h.steps = 5;
+  h.samples = 320;
+  h.reward_mean = 0.25;
+  h.reward_std = 0.5;
+  h.accuracy = 0.125;
+  h.codec = "int8";
+  h.created_ms = 1700000000200;
+  return h;
+}
+
+std::vector<codec::Tensor> adapter(float v) {
+  return {{"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", {2, 3}, {v, 1, 2, 3, 4, 5}},
+          {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", {3, 2}, {0, 0, 0, 0, 0, v}}};
+}
+
+void put_run(store::ObjectStore& s) {
+  RunDescription r;
+  r.run_id = "test";
+  r.base_files = {{"config.json", std::string(64, 'a'), 10}};
+  r.base_sha256 = sha256_hex(base_digest(r.base_files));
+  r.config = nlohmann::json::object();
+  ASSERT_TRUE(s.put(run_key(), r.to_json().dump()).is_ok());
+}
+
+Manifest manifest(int64_t v, std::vector<FoldedUpdate> ups = {}) {
+  Manifest m;
+  m.version = v;
+  m.parent = v - 1;
+  m.proxy = "p";
+  m.updates = std::move(ups);
+  return m;
+}
+
+}  // namespace
+
+TEST(Update, RoundTrip) {
+  std::string payload = "\x01\x02payload bytes";
+  std::string obj = encode_update(header(), payload);
+  auto p = parse_update(obj, "u");
+  ASSERT_TRUE(p) << p.status().to_string();
+  EXPECT_EQ(p->payload, payload);
+  EXPECT_EQ(p->header.worker, "w1");
+  EXPECT_EQ(p->header.samples, 320);
+  EXPECT_EQ(p->header.payload_sha256, sha256_hex(payload));
+  EXPECT_EQ(update_id_time(p->header.id), 1700000000123);
+  EXPECT_EQ(update_id_time("not-an-id"), std::nullopt);
+  // Ids of one worker sort in time order (ListObjects order = creation order).
+  EXPECT_LT(make_update_id(999, 0xffffffff), make_update_id(1000, 0));
+}
+
+TEST(Update, EveryTruncationAndBitFlipIsCaught) {
+  std::string obj = encode_update(header(), std::string(100, 'x'));
+  for (size_t n = 0; n < obj.size(); ++n) EXPECT_FALSE(parse_update(obj.substr(0, n), "u")) << "prefix " << n;
+  int caught = 0, total = 0;
+  for (size_t i = 0; i < obj.size(); ++i) {
+    std::string bad = obj;
+    bad[i] ^= 0x10;
+    auto p = parse_update(bad, "u");
+    ++total;
+    // A flip inside the JSON header may still parse (e.g. a digit of reward_mean changes), but
+    // never in the magic, the length or the payload (sha256).
+    if (!p) ++caught;
+    else EXPECT_GT(i, 12u) << "flip at " << i;
+    if (i >= obj.size() - 100) EXPECT_FALSE(p) << "payload flip at " << i << " accepted";
+  }
+  EXPECT_GT(caught, total / 2);
+  auto p = parse_update("BRLUPD1\n\xff\xff\xff\x7f", "u");
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.status().message().find("header length"), std::string::npos);
+}
+
+TEST(Records, ManifestRoundTripAndValidation) {
+  Manifest m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}});
+  m.rejected = {{"w2", "id2", "stale: too old"}};
+  m.cursors = {{"w1", "id1"}, {"w2", "id2"}};
+  auto back = Manifest::parse(m.to_json().dump(), "m");
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->updates.size(), 1u);
+  EXPECT_EQ(back->updates[0].payload_sha256, "p1");
+  EXPECT_DOUBLE_EQ(back->updates[0].weight, 60.5);
+  EXPECT_EQ(back->cursors.at("w2"), "id2");
+  EXPECT_EQ(back->rejected[0].reason, "stale: too old");
+  auto j = m.to_json();
+  j["parent"] = 2;  // not the version before
+  EXPECT_FALSE(Manifest::parse(j.dump(), "m"));
+  j = m.to_json();
+  j["updates"][0].erase("samples");
+  auto e = Manifest::parse(j.dump(), "global/v4/manifest.json");
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("global/v4/manifest.json"), std::string::npos);
+  EXPECT_FALSE(Manifest::parse("{not json", "m"));
+  EXPECT_FALSE(RunDescription::parse(R"({"protocol_version": 2})", "run.json"));
+}
+
+TEST(Bucket, AdapterEncodingRoundTripsAndRejectsNonFinite) {
+  auto a = adapter(0.5f);
+  auto back = decode_adapter(encode_adapter(a), "a");
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].data, a[0].data);
+  EXPECT_EQ((*back)[1].shape, a[1].shape);
+  auto bad = adapter(std::nanf(""));
+  EXPECT_FALSE(decode_adapter(encode_adapter(bad), "a"));
+}
+
+TEST(Bucket, PublishIsCreateOnlyAndNewestLooksPastLatest) {
+  TempBucket b;
+  put_run(*b.s);
+  Manifest m0 = manifest(0);
+  ASSERT_TRUE(publish_version(*b.s, m0, encode_adapter(adapter(0))).is_ok());
+  Manifest m1 = manifest(1);
+  ASSERT_TRUE(publish_version(*b.s, m1, encode_adapter(adapter(1))).is_ok());
+  EXPECT_EQ(*read_latest(*b.s), 1);
+  // A second proxy publishing version 1 loses: its manifest is not created.
+  Manifest other = manifest(1);
+  other.proxy = "other";
+  Status st = publish_version(*b.s, other, encode_adapter(adapter(7)));
+  EXPECT_EQ(st.code(), StatusCode::kPreconditionFailed);
+  auto r1 = read_manifest(*b.s, 1);
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->proxy, "p");
+  auto payload = read_payload(*b.s, *r1);
+  ASSERT_TRUE(payload);
+  EXPECT_EQ((*decode_adapter(*payload, "x"))[0].data[0], 1.0f);
+  // A proxy that died between manifest and LATEST: the manifest counts.
+  Manifest m2 = manifest(2);
+  ASSERT_TRUE(b.s->put(manifest_key(2), m2.to_json().dump()).is_ok());
+  EXPECT_EQ(*read_latest(*b.s), 1);
+  EXPECT_EQ(*newest_version(*b.s), 2);
+  // A payload changed after publishing is caught.
+  ASSERT_TRUE(b.s->put(r1->payload_key, encode_adapter(adapter(9))).is_ok());
+  EXPECT_EQ(read_payload(*b.s, *r1).status().code(), StatusCode::kCorrupt);
+}
+
+TEST(Verify, AcceptsAGoodRunAndNamesEachViolation) {
+  TempBucket b;
+  put_run(*b.s);
+  Manifest m0 = manifest(0);
+  ASSERT_TRUE(publish_version(*b.s, m0, encode_adapter(adapter(0))).is_ok());
+  FoldedUpdate u{"w1", "id1", "s1", "p1", 10, 0, 0, 1, 64, 64, 0, 0};
+  Manifest m1 = manifest(1, {u});
+  ASSERT_TRUE(publish_version(*b.s, m1, encode_adapter(adapter(1))).is_ok());
+  auto ok = verify_run(*b.s);
+  EXPECT_TRUE(ok.ok()) << ok.summary();
+  EXPECT_EQ(ok.newest, 1);
+  EXPECT_EQ(ok.updates_folded, 1);
+  EXPECT_EQ(ok.payloads_verified, 2);
+
+  // The same update folded again, and the same content under another id.
+  FoldedUpdate again = u, replay = u;
+  replay.id = "id9";
+  Manifest m2 = manifest(2, {again, replay});
+  ASSERT_TRUE(publish_version(*b.s, m2, encode_adapter(adapter(2))).is_ok());
+  auto bad = verify_run(*b.s);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.summary().find("update w1/id1 is folded into v1 and v2"), std::string::npos) << bad.summary();
+  EXPECT_NE(bad.summary().find("folded twice"), std::string::npos) << bad.summary();
+
+  // A gap in the chain, and a corrupted payload.
+  TempBucket g;
+  put_run(*g.s);
+  Manifest g0 = manifest(0), g2 = manifest(2);
+  ASSERT_TRUE(publish_version(*g.s, g0, encode_adapter(adapter(0))).is_ok());
+  ASSERT_TRUE(publish_version(*g.s, g2, encode_adapter(adapter(2))).is_ok());
+  ASSERT_TRUE(g.s->put(g0.payload_key, "garbage").is_ok());
+  auto gap = verify_run(*g.s);
+  EXPECT_NE(gap.summary().find("version 1 is missing"), std::string::npos) << gap.summary();
+  EXPECT_NE(gap.summary().find("does not match manifest v0"), std::string::npos) << gap.summary();
+}
