@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "protocol/bucket.h"
+#include "protocol/health.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
 #include "util/error.h"
@@ -70,7 +71,7 @@ void Proxy::check_health() {
     return;
   }
   int64_t now = protocol::now_ms();
-  std::vector<double> rates;
+  std::map<std::string, protocol::Heartbeat> hbs;
   for (auto& o : *beats) {
     auto body = store_->get(o.key);
     if (!body) continue;
@@ -79,23 +80,16 @@ void Proxy::check_health() {
       LOG_WARN("proxy: {}", hb.status().to_string());
       continue;
     }
-    WorkerHealth& w = health_[hb->worker];
-    w.beat = *hb;
-    w.age_s = (now - hb->time_ms) / 1000.0;
-    if (hb->state != "stopped" && w.age_s <= cfg_.proxy.heartbeat_timeout_s && hb->samples_per_s > 0)
-      rates.push_back(hb->samples_per_s);
+    hbs[hb->worker] = *hb;
   }
-  std::sort(rates.begin(), rates.end());
-  double median = rates.empty() ? 0 : rates[rates.size() / 2];
-  for (auto& [name, w] : health_) {
-    std::string h = w.beat.state == "stopped"                          ? "stopped"
-                    : w.age_s > cfg_.proxy.heartbeat_timeout_s         ? "lost"
-                    : (rates.size() >= 2 && w.beat.samples_per_s < cfg_.proxy.straggler_ratio * median) ? "straggling"
-                                                                       : "alive";
-    if (h != w.health && !w.health.empty())
-      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name, h, w.age_s, w.beat.samples_per_s);
-    else if (w.health.empty() && h != "alive")
-      LOG_INFO("proxy: worker {} is {}", name, h);
+  auto health = protocol::classify_health(hbs, now, {cfg_.proxy.heartbeat_timeout_s, cfg_.proxy.straggler_ratio});
+  for (auto& [name, hb] : hbs) {
+    WorkerHealth& w = health_[name];
+    w.beat = hb;
+    w.age_s = (now - hb.time_ms) / 1000.0;
+    const std::string& h = health[name];
+    if (h != w.health && (!w.health.empty() || h != "alive"))
+      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name, h, w.age_s, hb.samples_per_s);
     w.health = h;
   }
 }

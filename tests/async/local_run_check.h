@@ -15,6 +15,7 @@
 #include "lora/lora.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
+#include "protocol/status.h"
 
 namespace brl::test {
 
@@ -48,6 +49,14 @@ inline void two_workers_train_through(const std::string& bucket) {
   EXPECT_LT(first.accuracy, 0.2);
   EXPECT_GE(last.accuracy, 0.8) << "at v" << last.version;
   EXPECT_GE(s.final_accuracy, 0.8);
+
+  // `bucketrl status` sees the same run from the bucket alone.
+  auto st = protocol::run_status(*store);
+  EXPECT_EQ(st["version"].get<int64_t>(), s.versions);
+  ASSERT_EQ(st["workers"].size(), 2u);
+  for (auto& w : st["workers"]) EXPECT_EQ(w["health"], "stopped") << w.dump();
+  EXPECT_FALSE(st["evals"].empty());
+  EXPECT_NE(protocol::format_status(st).find("newest global version: " + std::to_string(s.versions)), std::string::npos);
 
   // The exported adapter is the newest version, loadable as PEFT.
   auto m = model::load_model(cfg.model.path);

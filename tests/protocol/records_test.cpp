@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "protocol/bucket.h"
+#include "protocol/health.h"
 #include "protocol/layout.h"
 #include "protocol/records.h"
 #include "protocol/update.h"
@@ -204,4 +205,28 @@ TEST(Verify, AcceptsAGoodRunAndNamesEachViolation) {
   auto gap = verify_run(*g.s);
   EXPECT_NE(gap.summary().find("version 1 is missing"), std::string::npos) << gap.summary();
   EXPECT_NE(gap.summary().find("does not match manifest v0"), std::string::npos) << gap.summary();
+}
+
+TEST(Health, LostStragglingStoppedAlive) {
+  auto beat = [](const std::string& w, int64_t t, double rate, const std::string& state = "training") {
+    Heartbeat h;
+    h.worker = w;
+    h.time_ms = t;
+    h.samples_per_s = rate;
+    h.state = state;
+    return h;
+  };
+  int64_t now = 1000000;
+  std::map<std::string, Heartbeat> b{{"a", beat("a", now - 1000, 100)},  {"b", beat("b", now - 2000, 110)},
+                                     {"c", beat("c", now - 3000, 20)},   {"d", beat("d", now - 61000, 100)},
+                                     {"e", beat("e", now - 500, 0, "stopped")}};
+  auto h = classify_health(b, now, {60, 0.25});
+  EXPECT_EQ(h["a"], "alive");
+  EXPECT_EQ(h["b"], "alive");
+  EXPECT_EQ(h["c"], "straggling");  // 20 < 0.25 x median(100, 110, 20) = 25
+  EXPECT_EQ(h["d"], "lost");        // silent 61 s > 60 s
+  EXPECT_EQ(h["e"], "stopped");
+  // One live worker alone is never a straggler.
+  auto one = classify_health({{"c", beat("c", now, 1)}}, now, {60, 0.25});
+  EXPECT_EQ(one["c"], "alive");
 }
