@@ -44,9 +44,14 @@ void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
     done = *nv;
     LOG_INFO("evaluator: v{}: held-out accuracy {:.3f}, reward {:.3f} (n={})", *nv, ev.accuracy, ev.reward_mean, ev.n);
   };
+  auto last_eval = std::chrono::steady_clock::now() - std::chrono::hours(1);
   while (!stop.load()) {
     auto t0 = std::chrono::steady_clock::now();
-    eval_newest();
+    if (t0 - last_eval >= std::chrono::duration<double>(opt.min_interval_s)) {
+      int64_t before = done;
+      eval_newest();
+      if (done != before) last_eval = t0;
+    }
     while (!stop.load() && std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(opt.poll_interval_s))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -14,6 +14,7 @@ struct EvaluatorOptions {
   std::string cache_dir;
   int threads = 1;
   double poll_interval_s = 1;
+  double min_interval_s = 0;  // at most one evaluation per this many seconds (it competes with workers for CPU)
 };
 
 void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop);

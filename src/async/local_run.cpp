@@ -173,7 +173,8 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   }
   if (opt.evaluator)
     kids.push_back({"evaluator", (fs::path(logs) / "evaluator.log").string(),
-                    {"evaluator", "--bucket", sum.bucket, "--cache-dir", cache, "--threads", "1"}, threads_env(1)});
+                    {"evaluator", "--bucket", sum.bucket, "--cache-dir", cache, "--threads", "1", "--min-interval",
+                     std::to_string(opt.eval_interval_s)}, threads_env(1)});
   for (auto& c : kids) spawn(exe, c);
   LOG_INFO("run: proxy, {} workers ({} threads each){}; bucket {}; logs in {}", opt.workers, per_worker,
            opt.evaluator ? " and an evaluator" : "", sum.bucket, logs);

@@ -22,6 +22,7 @@ struct LocalRunOptions {
   std::string log_dir;           // child logs ("" = <train.output_dir>/logs)
   std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)
   bool evaluator = true;
+  double eval_interval_s = 0;    // evaluator: at most one evaluation per this many seconds
 };
 
 struct LocalRunSummary {

@@ -97,6 +97,7 @@ cli::Register evaluator_reg("evaluator", "evaluate each new global version on he
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
   app.add_option("--threads", o.threads, "compute threads");
+  app.add_option("--min-interval", o.min_interval_s, "at most one evaluation per this many seconds");
   return [] {
     cli::init_compute(o.threads);
     async::run_evaluator(o, cli::stop_on_signals());
@@ -114,6 +115,7 @@ cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers 
   app.add_option("--workers", o.workers, "worker processes")->capture_default_str();
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out accuracy reaches this");
+  app.add_option("--eval-interval", o.eval_interval_s, "at most one held-out evaluation per this many seconds");
   return [] {
     RunConfig cfg = load_config(config, sets);
     cli::init_compute(1);
