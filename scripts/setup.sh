@@ -56,6 +56,8 @@ if [[ $WITH_TESTS == 1 && -x scripts/oracles.sh ]]; then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
+# ccache keys on paths relative to the checkout, so clones in other folders share the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built $BUILD_DIR/bucketrl"
