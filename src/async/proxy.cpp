@@ -22,6 +22,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string reason_key(const std::string& reason) { return reason.substr(0, reason.find(':')); }
+
+// The server momentum of version v sits next to its payload, content-addressed like it (two
+// racing proxies never overwrite each other's); the manifest's stats.outer_state names it.
+std::string outer_state_key(int64_t v, const std::string& sha) {
+  return protocol::version_dir(v) + "outer-" + sha.substr(0, 16) + ".safetensors";
+}
+std::string outer_state_key_of(const protocol::Manifest& m) {
+  auto o = m.stats.find("outer_state");
+  return o != m.stats.end() && o->is_object() ? o->value("key", "") : "";
+}
 }  // namespace
 
 struct Proxy::Pending {
@@ -49,6 +59,16 @@ void Proxy::load() {
   auto m = protocol::read_manifest(*store_, version_).value();
   global_ = protocol::decode_adapter(protocol::read_payload(*store_, m).value(), m.payload_key).value();
   cursors_ = m.cursors;
+  // Without the state the manifest names, momentum would silently restart from zero: fail.
+  outer_ = {};
+  if (std::string key = outer_state_key_of(m); !key.empty()) {
+    std::string body = store_->get(key).value();
+    if (sha256_hex(body) != m.stats.at("outer_state").value("sha256", ""))
+      throw UserError(store_->describe() + "/" + key + ": does not match manifest v" + std::to_string(version_) + " (sha256)");
+    outer_ = decode_outer_state(body, store_->describe() + "/" + key).value();
+  } else if (cfg_.aggregation.server_momentum > 0 && version_ > 0) {
+    LOG_WARN("proxy: manifest v{} names no outer optimizer state; server momentum starts from zero", version_);
+  }
   // Deltas folded within the staleness window: a replay of one of them would otherwise pass.
   seen_payloads_.clear();
   for (int64_t v = version_; v >= 0 && v >= version_ - cfg_.aggregation.max_staleness - 1; --v) {
@@ -163,18 +183,14 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
 
 bool Proxy::publish() {
   auto t0 = Clock::now();
-  double total = 0;
-  for (auto& u : accepted_) total += u.meta.weight;
-  std::vector<codec::Tensor> next = global_;
-  double delta_sq = 0;
-  for (size_t i = 0; i < next.size(); ++i)
-    for (size_t k = 0; k < next[i].data.size(); ++k) {
-      double s = 0;
-      for (auto& u : accepted_) s += u.meta.weight * u.delta[i].data[k];
-      double step = cfg_.aggregation.server_learning_rate * s / total;
-      next[i].data[k] += static_cast<float>(step);
-      delta_sq += step * step;
-    }
+  AggregateInput in{&global_, {}, {}};
+  for (auto& u : accepted_) {
+    in.deltas.push_back(&u.delta);
+    in.weights.push_back(u.meta.weight);
+  }
+  OuterState outer = outer_;  // becomes the state only if this version is published
+  AggregateResult agg = aggregate(cfg_.aggregation, in, &outer);
+  std::vector<codec::Tensor>& next = agg.next;
   protocol::Manifest m;
   m.version = version_ + 1;
   m.parent = version_;
@@ -191,10 +207,18 @@ bool Proxy::publish() {
   m.rejected = rejected_;
   m.cursors = cursors_;
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  m.stats = {{"mode", cfg_.aggregation.mode}, {"server_learning_rate", cfg_.aggregation.server_learning_rate},
-             {"total_weight", total}, {"delta_norm", std::sqrt(delta_sq)}, {"aggregate_seconds", secs},
-             {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0}, {"accuracy", samples ? acc / samples : 0.0}};
-  Status st = protocol::publish_version(*store_, m, protocol::encode_adapter(next));
+  m.stats = agg.stats;
+  m.stats.update({{"aggregate_seconds", secs}, {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0},
+                  {"accuracy", samples ? acc / samples : 0.0}});
+  Status st;
+  if (cfg_.aggregation.server_momentum > 0) {
+    std::string body = encode_outer_state(outer);
+    std::string sha = sha256_hex(body);
+    std::string key = outer_state_key(m.version, sha);
+    m.stats["outer_state"] = {{"key", key}, {"sha256", sha}, {"size", body.size()}};
+    st = store_->put(key, body);  // before the manifest that names it
+  }
+  if (st) st = protocol::publish_version(*store_, m, protocol::encode_adapter(next));
   if (!st) {
     if (st.code() == StatusCode::kPreconditionFailed)
       LOG_WARN("proxy {}: version {} was published by another proxy; reloading", opt_.id, m.version);
@@ -205,9 +229,10 @@ bool Proxy::publish() {
   }
   version_ = m.version;
   global_ = std::move(next);
+  outer_ = std::move(outer);
   ++counters_.published;
   LOG_INFO("proxy: published v{}: {} updates, {} rejected, reward {:.3f}, |delta| {:.4f}", version_, accepted_.size(),
-           rejected_.size(), samples ? rw / samples : 0.0, std::sqrt(delta_sq));
+           rejected_.size(), samples ? rw / samples : 0.0, m.stats.value("delta_norm", 0.0));
   accepted_.clear();
   rejected_.clear();
   return true;
@@ -246,7 +271,7 @@ void Proxy::collect_garbage() {
   if (!objs) return;
   std::map<int64_t, std::vector<std::string>> payloads;
   for (auto& o : *objs) {
-    if (o.key.size() < 17 || o.key.compare(17, 8, "adapter-") != 0) continue;
+    if (o.key.size() < 17 || (o.key.compare(17, 8, "adapter-") != 0 && o.key.compare(17, 6, "outer-") != 0)) continue;
     payloads[std::strtoll(o.key.c_str() + 8, nullptr, 10)].push_back(o.key);
   }
   for (auto& [v, keys] : payloads) {
@@ -263,7 +288,7 @@ void Proxy::collect_garbage() {
       auto m = protocol::read_manifest(*store_, v);
       if (m)
         for (auto& k : keys)
-          if (k != m->payload_key) (void)store_->remove(k), ++counters_.collected;
+          if (k != m->payload_key && k != outer_state_key_of(*m)) (void)store_->remove(k), ++counters_.collected;
     }
   }
   gc_through_ = std::max(gc_through_, keep_from - 1);

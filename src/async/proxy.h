@@ -2,9 +2,10 @@
 // bucket does not: on start it reads the newest manifest, whose cursors say which update
 // of each worker was the last one considered, and continues after them. Each poll it lists
 // only the updates past those cursors, validates them (header, codec, shapes, finite values,
-// staleness), folds the accepted ones (weights ∝ samples × (1 + staleness)^-exponent) and
-// publishes payload → manifest (create-only) → LATEST. Also watches heartbeats (lost,
-// straggling workers) and garbage-collects old payloads and folded updates.
+// staleness), folds the accepted ones (weights ∝ samples × (1 + staleness)^-exponent; how:
+// async/aggregate.h) and publishes [outer optimizer state →] payload → manifest (create-only)
+// → LATEST. Also watches heartbeats (lost, straggling workers) and garbage-collects old
+// payloads and folded updates.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "async/aggregate.h"
 #include "codec/codec.h"
 #include "config/run_config.h"
 #include "protocol/records.h"
@@ -69,6 +71,7 @@ class Proxy {
   protocol::RunDescription run_;
   int64_t version_ = -1;
   std::vector<codec::Tensor> global_;
+  OuterState outer_;  // server momentum at version_ (from the manifest's stats.outer_state)
   std::map<std::string, std::string> cursors_;
   std::map<std::string, std::string> seen_payloads_;  // payload sha256 -> worker/id
   std::vector<Pending> accepted_;

@@ -54,18 +54,24 @@ void ProxyConfig::validate() const {
 
 ConfigTable AggregationConfig::table() {
   ConfigTable t("aggregation");
-  t.add("mode", &mode, "fedavg")
+  t.add("mode", &mode, "fedavg | exact | trimmed_mean | median")
       .add("max_staleness", &max_staleness, "reject deltas whose base version is more than this behind")
       .add("staleness_exponent", &staleness_exponent, "weight = samples * (1 + staleness)^-exponent")
-      .add("server_learning_rate", &server_learning_rate, "global += lr * weighted mean delta");
+      .add("server_learning_rate", &server_learning_rate, "global += lr * weighted mean delta")
+      .add("server_momentum", &server_momentum, "Nesterov momentum of the outer step (0 = off)")
+      .add("trim_ratio", &trim_ratio, "trimmed_mean: fraction of the updates dropped at each end");
   return t;
 }
 
 void AggregationConfig::validate() const {
-  if (mode != "fedavg") bad("aggregation", "mode", "\"" + mode + "\"", "must be fedavg");
+  if (mode != "fedavg" && mode != "exact" && mode != "trimmed_mean" && mode != "median")
+    bad("aggregation", "mode", "\"" + mode + "\"", "must be one of fedavg, exact, trimmed_mean, median");
   if (max_staleness < 0) bad("aggregation", "max_staleness", std::to_string(max_staleness), "must be >= 0");
   if (!(staleness_exponent >= 0)) bad("aggregation", "staleness_exponent", std::to_string(staleness_exponent), "must be >= 0");
   if (!(server_learning_rate > 0)) bad("aggregation", "server_learning_rate", std::to_string(server_learning_rate), "must be > 0");
+  if (!(server_momentum >= 0 && server_momentum < 1))
+    bad("aggregation", "server_momentum", std::to_string(server_momentum), "must be in [0, 1)");
+  if (!(trim_ratio >= 0 && trim_ratio < 0.5)) bad("aggregation", "trim_ratio", std::to_string(trim_ratio), "must be in [0, 0.5)");
 }
 
 }  // namespace brl

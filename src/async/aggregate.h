@@ -1,0 +1,77 @@
+// How the proxy folds accepted worker deltas into the next global adapter ([aggregation]).
+// Torch-free interface over codec::Tensor lists with PEFT names; the implementation uses
+// torch for the factorizations of mode "exact".
+//
+// Every mode first combines the deltas into one step d (same tensors as the adapter):
+//   fedavg        d = sum(w_i delta_i) / sum(w_i), coordinate by coordinate.
+//   exact         per LoRA module (a "...lora_A.weight" [r, in] with its "...lora_B.weight"
+//                 [out, r]): M = sum(w_i (B + dB_i)(A + dA_i)) / sum(w_i), the weighted mean
+//                 of the workers' full adapter products (not mean(B) mean(A), which misses
+//                 the cross terms dB_i dA_i), truncated to rank r by SVD and split
+//                 B' = U_r S_r^1/2, A' = S_r^1/2 V_r^T, so B'A' is M's best rank-r
+//                 approximation (Eckart-Young). Any B'R, R^T A' with R orthogonal has the
+//                 same product; R is chosen to bring (B', A') nearest to the current (B, A)
+//                 (orthogonal Procrustes), so the factor step d = (A' - A, B' - B) is not
+//                 inflated by sign flips or rotations of the singular vectors and momentum
+//                 accumulates in a consistent basis. Note the split balances the factors
+//                 (B'^T B' = A'A'^T = S_r): the first exact fold from PEFT's B = 0 start
+//                 rescales A and B while it keeps their product. Tensors that are not half
+//                 of a LoRA pair are averaged as in fedavg. stats.reconstruction_error: the
+//                 relative ||M - B'A'||_F / ||M||_F per module (max, mean, worst module).
+//   trimmed_mean  coordinate-wise: of the n values drop floor(trim_ratio * n) at each end,
+//                 average the rest.
+//   median        coordinate-wise median (the mean of the two middle values for even n).
+//                 Both robust modes ignore the weights: a weight is the worker's own claim
+//                 (samples), and a robust rule must not let one worker buy influence.
+// Then the outer step: without momentum next = global + lr * d. With server_momentum mu > 0
+// (DiLoCo-style Nesterov, d taken as the negative outer gradient):
+//   m <- mu m + d;   next = global + lr (d + mu m)
+// with m kept in OuterState (exact: on the factor step, after refactorization). With lr = 1
+// and mu = 0 exact publishes B'A' itself.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codec/codec.h"
+#include "config/async_config.h"
+#include "util/status.h"
+
+namespace brl::async {
+
+// The outer optimizer's state between versions. The proxy stores it in the bucket next to
+// each version's payload so a restarted proxy continues exactly.
+struct OuterState {
+  std::vector<codec::Tensor> momentum;  // same names/shapes as the adapter; empty = zeros
+  int64_t steps = 0;                    // outer steps taken with momentum
+};
+
+// Safetensors bytes (F32 tensors under the adapter's names, metadata format/steps).
+std::string encode_outer_state(const OuterState& s);
+// kCorrupt naming `label` for anything that is not a state written by encode_outer_state.
+Result<OuterState> decode_outer_state(std::string_view bytes, const std::string& label);
+
+struct AggregateInput {
+  const std::vector<codec::Tensor>* global = nullptr;
+  std::vector<const std::vector<codec::Tensor>*> deltas;  // each: the adapter's names and shapes
+  std::vector<double> weights;                             // one per delta, > 0
+};
+
+struct AggregateResult {
+  std::vector<codec::Tensor> next;
+  // mode, updates, total_weight, step_norm (|d|), delta_norm (|next - global|), and per mode:
+  // trimmed_per_side; reconstruction_error {max, mean, worst}; server_momentum,
+  // momentum_norm, outer_steps.
+  nlohmann::json stats;
+};
+
+// Throws UserError for an unknown mode, mismatched deltas, bad weights, a state that does
+// not match the adapter, or LoRA pairs of inconsistent shapes (naming the tensor). `state`
+// may be null when cfg.server_momentum == 0; otherwise it is read and advanced.
+AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in, OuterState* state);
+
+}  // namespace brl::async

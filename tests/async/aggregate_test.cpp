@@ -1,0 +1,527 @@
+// The proxy's aggregation modes (async/aggregate.h): fedavg against a hand-computed mean;
+// exact against an independent full SVD (Eckart-Young: the best rank-r approximation of the
+// mean product and its tail-singular-value error), and against fedavg's product; Nesterov
+// momentum against a hand-derived sequence and across a restart (bit-identical); trimmed
+// mean / median against one attacker of five; and the real Proxy on a directory bucket
+// restarted mid-run continuing the momentum exactly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "async/aggregate.h"
+#include "async/proxy.h"
+#include "codec/codec.h"
+#include "config/run_config.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/update.h"
+#include "store/local_store.h"
+#include "util/error.h"
+#include "util/hash.h"
+
+using namespace brl;
+using namespace brl::async;
+using codec::Tensor;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kA = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
+const std::string kB = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
+
+std::vector<float> randn(size_t n, std::mt19937& g, float scale = 1) {
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// One LoRA module: A [r, in], B [out, r].
+std::vector<Tensor> module(int64_t r, int64_t in, int64_t out, std::mt19937& g, float scale = 1) {
+  return {{kA, {r, in}, randn(static_cast<size_t>(r * in), g, scale)}, {kB, {out, r}, randn(static_cast<size_t>(out * r), g, scale)}};
+}
+
+AggregationConfig mode(const std::string& m, double lr = 1, double mu = 0) {
+  AggregationConfig c;
+  c.mode = m;
+  c.server_learning_rate = lr;
+  c.server_momentum = mu;
+  c.validate();
+  return c;
+}
+
+AggregateInput input(const std::vector<Tensor>& g, const std::vector<std::vector<Tensor>>& ds, std::vector<double> w = {}) {
+  AggregateInput in{&g, {}, w};
+  for (auto& d : ds) in.deltas.push_back(&d);
+  if (in.weights.empty()) in.weights.assign(ds.size(), 1.0);
+  return in;
+}
+
+at::Tensor mat(const Tensor& t) {
+  return at::from_blob(const_cast<float*>(t.data.data()), {t.shape[0], t.shape[1]}, at::kFloat).to(at::kDouble);
+}
+// (B + dB)(A + dA) of a module list [A, B] (delta may be null).
+at::Tensor product(const std::vector<Tensor>& m, const std::vector<Tensor>* d = nullptr) {
+  at::Tensor A = mat(m[0]), B = mat(m[1]);
+  if (d) A = A + mat((*d)[0]), B = B + mat((*d)[1]);
+  return at::mm(B, A);
+}
+double fro(const at::Tensor& x) { return x.norm().item<double>(); }
+
+bool bit_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].data.size() != b[i].data.size() ||
+        std::memcmp(a[i].data.data(), b[i].data.data(), a[i].data.size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(Fedavg, HandComputedWeightedMean) {
+  std::vector<Tensor> g{{"w", {2}, {1, 2}}};
+  std::vector<std::vector<Tensor>> ds{{{"w", {2}, {1, 0}}}, {{"w", {2}, {0, 3}}}, {{"w", {2}, {-2, 6}}}};
+  // weights 1, 2, 1: sum = (1 - 2, 6 + 6) / 4 = (-0.25, 3); lr 0.5 -> step (-0.125, 1.5)
+  auto r = aggregate(mode("fedavg", 0.5), input(g, ds, {1, 2, 1}), nullptr);
+  EXPECT_FLOAT_EQ(r.next[0].data[0], 0.875f);
+  EXPECT_FLOAT_EQ(r.next[0].data[1], 3.5f);
+  EXPECT_NEAR(r.stats["delta_norm"].get<double>(), std::sqrt(0.125 * 0.125 + 1.5 * 1.5), 1e-12);
+  EXPECT_NEAR(r.stats["step_norm"].get<double>(), std::sqrt(0.25 * 0.25 + 9.0), 1e-12);
+  EXPECT_EQ(r.stats["mode"], "fedavg");
+  EXPECT_EQ(r.stats["updates"], 3);
+  EXPECT_DOUBLE_EQ(r.stats["total_weight"].get<double>(), 4.0);
+}
+
+TEST(Aggregate, RejectsBadInput) {
+  std::vector<Tensor> g{{"w", {2}, {1, 2}}};
+  std::vector<std::vector<Tensor>> wrong{{{"w", {3}, {1, 2, 3}}}};
+  EXPECT_THROW(aggregate(mode("fedavg"), input(g, wrong), nullptr), UserError);
+  std::vector<std::vector<Tensor>> ok{{{"w", {2}, {1, 2}}}};
+  EXPECT_THROW(aggregate(mode("fedavg"), input(g, ok, {0.0}), nullptr), UserError);
+  EXPECT_THROW(aggregate(mode("fedavg"), input(g, {}), nullptr), UserError);
+  AggregationConfig bad;
+  bad.mode = "krum";
+  EXPECT_THROW(aggregate(bad, input(g, ok), nullptr), UserError);
+}
+
+TEST(AggregationConfig, Validation) {
+  for (const char* m : {"fedavg", "exact", "trimmed_mean", "median"}) EXPECT_NO_THROW(mode(m));
+  AggregationConfig c;
+  c.mode = "mean";
+  try {
+    c.validate();
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("fedavg, exact, trimmed_mean, median"), std::string::npos) << e.what();
+  }
+  c = {};
+  c.trim_ratio = 0.5;
+  EXPECT_THROW(c.validate(), UserError);
+  c = {};
+  c.trim_ratio = -0.1;
+  EXPECT_THROW(c.validate(), UserError);
+  c = {};
+  c.server_momentum = 1.0;
+  EXPECT_THROW(c.validate(), UserError);
+  c = {};
+  c.server_momentum = 0.9;
+  c.trim_ratio = 0.49;
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(Exact, OneWorkerReproducesTheProduct) {
+  std::mt19937 gen(1);
+  auto g = module(4, 10, 12, gen);
+  std::vector<std::vector<Tensor>> ds{module(4, 10, 12, gen, 0.3f)};
+  auto r = aggregate(mode("exact"), input(g, ds), nullptr);
+  at::Tensor want = product(g, &ds[0]);  // rank 4 = r: representable exactly
+  EXPECT_LT(fro(product(r.next) - want) / fro(want), 1e-6);
+  EXPECT_LT(r.stats["reconstruction_error"]["max"].get<double>(), 1e-6);
+  EXPECT_EQ(r.stats["modules"], 1);
+  EXPECT_EQ(r.stats["reconstruction_error"]["worst"], "base_model.model.model.layers.0.self_attn.q_proj.");
+}
+
+// Already balanced factors (B = U S^1/2, A = S^1/2 V^T) with a zero delta come back as they
+// were: the Procrustes alignment undoes the SVD's arbitrary signs instead of publishing a
+// large factor step that leaves the product unchanged.
+TEST(Exact, KeepsTheFactorsBasisWhenNothingChanges) {
+  std::mt19937 gen(2);
+  at::Tensor M = at::from_blob(randn(12 * 10, gen).data(), {12, 10}, at::kFloat).to(at::kDouble);
+  auto [U, S, Vh] = at::linalg_svd(M, false);
+  at::Tensor root = S.slice(0, 0, 3).sqrt();
+  at::Tensor B = (U.slice(1, 0, 3) * root.unsqueeze(0)).to(at::kFloat).contiguous();
+  at::Tensor A = (root.unsqueeze(1) * Vh.slice(0, 0, 3)).neg().to(at::kFloat).contiguous();  // one gauge of many
+  B = B.neg();
+  std::vector<Tensor> g{{kA, {3, 10}, std::vector<float>(A.data_ptr<float>(), A.data_ptr<float>() + 30)},
+                        {kB, {12, 3}, std::vector<float>(B.data_ptr<float>(), B.data_ptr<float>() + 36)}};
+  std::vector<std::vector<Tensor>> ds{{{kA, {3, 10}, std::vector<float>(30, 0)}, {kB, {12, 3}, std::vector<float>(36, 0)}}};
+  auto r = aggregate(mode("exact"), input(g, ds), nullptr);
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t k = 0; k < g[i].data.size(); ++k) EXPECT_NEAR(r.next[i].data[k], g[i].data[k], 1e-5) << g[i].name << " " << k;
+  EXPECT_LT(r.stats["step_norm"].get<double>(), 1e-5);
+}
+
+// 2 workers x r=2 below both sides (the QR path); 3 workers x r=3 = 9 above min(in, out)
+// (the dense path, through the Gram matrix of either side).
+struct ExactCase {
+  int workers;
+  int64_t r, in, out;
+};
+void PrintTo(const ExactCase& c, std::ostream* os) {
+  *os << c.workers << " workers, r " << c.r << ", in " << c.in << ", out " << c.out;
+}
+class ExactTwoWorkers : public ::testing::TestWithParam<ExactCase> {};
+
+TEST_P(ExactTwoWorkers, IsTheBestRankRApproximationOfTheMeanProduct) {
+  auto c = GetParam();
+  std::mt19937 gen(3);
+  auto g = module(c.r, c.in, c.out, gen);
+  std::vector<std::vector<Tensor>> ds;
+  std::vector<double> w;
+  for (int i = 0; i < c.workers; ++i) ds.push_back(module(c.r, c.in, c.out, gen, 0.8f)), w.push_back(1.0 + i);
+  auto r = aggregate(mode("exact"), input(g, ds, w), nullptr);
+
+  // Independently: the weighted mean product and its full SVD.
+  at::Tensor M = at::zeros({c.out, c.in}, at::kDouble);
+  double W = 0;
+  for (int i = 0; i < c.workers; ++i) M = M + w[i] * product(g, &ds[i]), W += w[i];
+  M = M / W;
+  auto [U, S, Vh] = at::linalg_svd(M, false);
+  at::Tensor Mr = at::mm(U.slice(1, 0, c.r) * S.slice(0, 0, c.r).unsqueeze(0), Vh.slice(0, 0, c.r));
+  const double tail = S.slice(0, c.r).square().sum().sqrt().item<double>() / fro(M);
+  ASSERT_GT(tail, 0.05) << "the mean product must have rank > r for this test to mean anything";
+
+  at::Tensor got = product(r.next);
+  EXPECT_LT(fro(got - Mr) / fro(M), 1e-5);
+  EXPECT_NEAR(fro(M - got) / fro(M), tail, 1e-5);  // Eckart-Young: the error is the tail
+  EXPECT_NEAR(r.stats["reconstruction_error"]["max"].get<double>(), tail, 1e-5);
+  EXPECT_NEAR(r.stats["reconstruction_error"]["mean"].get<double>(), tail, 1e-5);
+  // Balanced split: B'^T B' = A'A'^T (both R^T S_r R).
+  at::Tensor A = mat(r.next[0]), B = mat(r.next[1]);
+  EXPECT_LT(fro(at::mm(B.t(), B) - at::mm(A, A.t())) / fro(at::mm(A, A.t())), 1e-5);
+
+  // fedavg multiplies mean(B) by mean(A): it misses the cross terms. Its product is rank r
+  // too, so Eckart-Young says it cannot be closer to M; here it is clearly farther.
+  auto f = aggregate(mode("fedavg"), input(g, ds, w), nullptr);
+  const double fedavg_err = fro(M - product(f.next)) / fro(M);
+  EXPECT_GT(fedavg_err, tail + 0.01) << "fedavg " << fedavg_err << " vs exact " << tail;
+  EXPECT_GT(fro(product(f.next) - got) / fro(M), 0.05);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, ExactTwoWorkers, ::testing::Values(ExactCase{2, 2, 10, 12}, ExactCase{3, 3, 6, 8}, ExactCase{3, 3, 8, 6}),
+                         [](const auto& i) {
+                           const auto& c = i.param;
+                           return std::string(c.workers * c.r < std::min(c.in, c.out) ? "LowRank" : "Dense") + (c.in > c.out ? "Wide" : "Tall");
+                         });
+
+TEST(Exact, AveragesTensorsOutsideLoraPairs) {
+  std::mt19937 gen(4);
+  auto g = module(2, 5, 6, gen);
+  g.push_back({"base_model.model.lm_head.bias", {3}, {1, 1, 1}});
+  auto d1 = module(2, 5, 6, gen, 0.1f), d2 = module(2, 5, 6, gen, 0.1f);
+  d1.push_back({"base_model.model.lm_head.bias", {3}, {1, 2, 3}});
+  d2.push_back({"base_model.model.lm_head.bias", {3}, {3, 2, 1}});
+  auto r = aggregate(mode("exact"), input(g, {d1, d2}, {1, 3}), nullptr);
+  // (1 * (1,2,3) + 3 * (3,2,1)) / 4 = (2.5, 2, 1.5)
+  EXPECT_FLOAT_EQ(r.next[2].data[0], 3.5f);
+  EXPECT_FLOAT_EQ(r.next[2].data[1], 3.0f);
+  EXPECT_FLOAT_EQ(r.next[2].data[2], 2.5f);
+}
+
+TEST(Nesterov, TwoStepsMatchTheHandDerivedSequence) {
+  // lr 0.5, mu 0.9. Step 1: d1 = (1, -2): m1 = d1, update = 0.5 (d1 + 0.9 m1) = (0.95, -1.9).
+  // Step 2: d2 = (0.5, 1): m2 = 0.9 m1 + d2 = (1.4, -0.8), update = 0.5 (d2 + 0.9 m2) = (0.88, 0.14).
+  auto cfg = mode("fedavg", 0.5, 0.9);
+  OuterState st;
+  std::vector<Tensor> g{{"w", {2}, {0, 0}}};
+  std::vector<std::vector<Tensor>> d1{{{"w", {2}, {1, -2}}}}, d2{{{"w", {2}, {0.5f, 1}}}};
+  auto r1 = aggregate(cfg, input(g, d1), &st);
+  EXPECT_NEAR(r1.next[0].data[0], 0.95, 1e-6);
+  EXPECT_NEAR(r1.next[0].data[1], -1.9, 1e-6);
+  EXPECT_EQ(st.steps, 1);
+  auto r2 = aggregate(cfg, input(r1.next, d2), &st);
+  EXPECT_NEAR(r2.next[0].data[0], 0.95 + 0.88, 1e-6);
+  EXPECT_NEAR(r2.next[0].data[1], -1.9 + 0.14, 1e-6);
+  EXPECT_NEAR(st.momentum[0].data[0], 1.4, 1e-6);
+  EXPECT_NEAR(st.momentum[0].data[1], -0.8, 1e-6);
+  EXPECT_EQ(r2.stats["outer_steps"], 2);
+  EXPECT_NEAR(r2.stats["momentum_norm"].get<double>(), std::sqrt(1.4 * 1.4 + 0.8 * 0.8), 1e-6);
+  EXPECT_NEAR(r2.stats["delta_norm"].get<double>(), std::sqrt(0.88 * 0.88 + 0.14 * 0.14), 1e-6);
+}
+
+TEST(Nesterov, StateMustMatchTheAdapter) {
+  OuterState st;
+  st.momentum = {{"other", {2}, {0, 0}}};
+  std::vector<Tensor> g{{"w", {2}, {0, 0}}};
+  std::vector<std::vector<Tensor>> d{{{"w", {2}, {1, 1}}}};
+  EXPECT_THROW(aggregate(mode("fedavg", 1, 0.9), input(g, d), &st), UserError);
+}
+
+TEST(OuterState, RoundTripAndCorruption) {
+  OuterState s;
+  s.steps = 7;
+  s.momentum = {{kA, {2, 3}, {1, -2, 3.5f, 0, 1e-30f, -0.0f}}, {kB, {1}, {42}}};
+  std::string bytes = encode_outer_state(s);
+  auto back = decode_outer_state(bytes, "state");
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->steps, 7);
+  EXPECT_TRUE(bit_equal(back->momentum, s.momentum));
+  EXPECT_EQ(back->momentum[0].shape, (std::vector<int64_t>{2, 3}));
+  auto cut = decode_outer_state(bytes.substr(0, bytes.size() - 3), "state");
+  EXPECT_FALSE(cut);
+  EXPECT_EQ(cut.status().code(), StatusCode::kCorrupt);
+  // A plain adapter is not a state.
+  auto adapter = decode_outer_state(protocol::encode_adapter(s.momentum), "adapter");
+  ASSERT_FALSE(adapter);
+  EXPECT_NE(adapter.status().message().find("not an outer optimizer state"), std::string::npos);
+}
+
+// Six versions straight vs. three, serialize + decode the state, three more: bit-identical.
+class NesterovRestart : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NesterovRestart, IsBitIdentical) {
+  auto cfg = mode(GetParam(), 0.7, 0.9);
+  std::mt19937 gen(5);
+  auto g0 = module(3, 8, 9, gen);
+  std::vector<std::vector<std::vector<Tensor>>> rounds;
+  for (int v = 0; v < 6; ++v) rounds.push_back({module(3, 8, 9, gen, 0.1f), module(3, 8, 9, gen, 0.1f), module(3, 8, 9, gen, 0.1f)});
+  const std::vector<double> w{1, 2, 3};
+
+  OuterState straight;
+  auto g = g0;
+  for (auto& ds : rounds) g = aggregate(cfg, input(g, ds, w), &straight).next;
+
+  OuterState first;
+  auto h = g0;
+  for (int v = 0; v < 3; ++v) h = aggregate(cfg, input(h, rounds[v], w), &first).next;
+  OuterState resumed = decode_outer_state(encode_outer_state(first), "state").value();
+  auto h2 = protocol::decode_adapter(protocol::encode_adapter(h), "adapter").value();  // as the bucket returns it
+  for (int v = 3; v < 6; ++v) h2 = aggregate(cfg, input(h2, rounds[v], w), &resumed).next;
+
+  EXPECT_TRUE(bit_equal(g, h2));
+  EXPECT_TRUE(bit_equal(straight.momentum, resumed.momentum));
+  EXPECT_EQ(resumed.steps, 6);
+  // And the momentum matters: a restart that forgot it would land elsewhere.
+  OuterState fresh;
+  auto lost = h;
+  for (int v = 3; v < 6; ++v) lost = aggregate(cfg, input(lost, rounds[v], w), &fresh).next;
+  EXPECT_FALSE(bit_equal(g, lost));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, NesterovRestart, ::testing::Values("fedavg", "exact", "median"));
+
+TEST(Robust, HandExamples) {
+  std::vector<Tensor> g{{"w", {1}, {0}}};
+  auto one = [](float x) { return std::vector<Tensor>{{"w", {1}, {x}}}; };
+  auto five = std::vector<std::vector<Tensor>>{one(4), one(100), one(1), one(3), one(2)};
+  auto cfg = mode("trimmed_mean");  // 0.2 x 5: one dropped at each end -> mean(2, 3, 4)
+  EXPECT_FLOAT_EQ(aggregate(cfg, input(g, five), nullptr).next[0].data[0], 3.0f);
+  EXPECT_EQ(aggregate(cfg, input(g, five), nullptr).stats["trimmed_per_side"], 1);
+  EXPECT_FLOAT_EQ(aggregate(mode("median"), input(g, five), nullptr).next[0].data[0], 3.0f);
+  auto four = std::vector<std::vector<Tensor>>{one(10), one(1), one(3), one(2)};
+  EXPECT_FLOAT_EQ(aggregate(mode("median"), input(g, four), nullptr).next[0].data[0], 2.5f);
+  cfg.trim_ratio = 0.25;  // 0.25 x 4 = 1 per side -> mean(2, 3)
+  EXPECT_FLOAT_EQ(aggregate(cfg, input(g, four), nullptr).next[0].data[0], 2.5f);
+  cfg.trim_ratio = 0.1;  // 0.1 x 4 = 0.4 -> none dropped: the plain mean 4
+  EXPECT_FLOAT_EQ(aggregate(cfg, input(g, four), nullptr).next[0].data[0], 4.0f);
+}
+
+// Against a plain sort of each element's values: odd, even and power-of-two counts, a
+// tensor length that is not a multiple of the block.
+TEST(Robust, MatchesSortingEachElement) {
+  std::mt19937 gen(9);
+  for (size_t n : {1, 2, 7, 13, 16}) {
+    const size_t len = 150;
+    std::vector<Tensor> g{{"w", {static_cast<int64_t>(len)}, std::vector<float>(len, 0)}};
+    std::vector<std::vector<Tensor>> ds;
+    for (size_t u = 0; u < n; ++u) ds.push_back({{"w", {static_cast<int64_t>(len)}, randn(len, gen)}});
+    auto cfg = mode("trimmed_mean");
+    cfg.trim_ratio = 0.3;
+    auto t = aggregate(cfg, input(g, ds), nullptr).next[0].data;
+    auto md = aggregate(mode("median"), input(g, ds), nullptr).next[0].data;
+    const size_t k = static_cast<size_t>(0.3 * n);
+    for (size_t e = 0; e < len; ++e) {
+      std::vector<double> v;
+      for (auto& d : ds) v.push_back(d[0].data[e]);
+      std::sort(v.begin(), v.end());
+      double tm = 0;
+      for (size_t j = k; j < n - k; ++j) tm += v[j] / static_cast<double>(n - 2 * k);
+      ASSERT_NEAR(t[e], tm, 1e-6) << "n " << n << " element " << e;
+      ASSERT_FLOAT_EQ(md[e], static_cast<float>(n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]))) << "n " << n << " element " << e;
+    }
+  }
+}
+
+// Four honest workers send mu + small noise, the fifth 100 x (resp. -100 x) its delta, with a
+// huge claimed weight. The robust rules stay near the honest mean; fedavg does not.
+class Robust : public ::testing::TestWithParam<float> {};
+
+TEST_P(Robust, OneAttackerOfFive) {
+  const float attack = GetParam();
+  std::mt19937 gen(6);
+  const size_t n = 2000;
+  std::vector<Tensor> g{{"w", {static_cast<int64_t>(n)}, std::vector<float>(n, 0)}};
+  auto mu = randn(n, gen);
+  std::vector<std::vector<Tensor>> ds;
+  std::vector<double> honest(n, 0);
+  for (int i = 0; i < 5; ++i) {
+    auto noise = randn(n, gen, 0.05f);
+    std::vector<float> d(n);
+    for (size_t k = 0; k < n; ++k) d[k] = mu[k] + noise[k];
+    if (i < 4)
+      for (size_t k = 0; k < n; ++k) honest[k] += d[k] / 4;
+    else
+      for (auto& x : d) x *= attack;
+    ds.push_back({{"w", {static_cast<int64_t>(n)}, d}});
+  }
+  auto dist = [&](const std::vector<Tensor>& next) {
+    double e = 0, h = 0;
+    for (size_t k = 0; k < n; ++k) e += std::pow(next[0].data[k] - honest[k], 2), h += honest[k] * honest[k];
+    return std::sqrt(e / h);
+  };
+  const std::vector<double> w{1, 1, 1, 1, 1000};
+  double trimmed = dist(aggregate(mode("trimmed_mean"), input(g, ds, w), nullptr).next);
+  double med = dist(aggregate(mode("median"), input(g, ds, w), nullptr).next);
+  double avg = dist(aggregate(mode("fedavg"), input(g, ds, {1, 1, 1, 1, 1}), nullptr).next);
+  EXPECT_LT(trimmed, 0.06) << "relative distance to the honest mean";
+  EXPECT_LT(med, 0.06);
+  EXPECT_GT(avg, 10.0);  // (4 mu + 100 mu) / 5 ~ 20 mu away even with equal weights
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, Robust, ::testing::Values(100.0f, -100.0f),
+                         [](const auto& i) { return i.param > 0 ? std::string("Scaled") : std::string("SignFlipped"); });
+
+// ---- The real Proxy on a directory bucket ---------------------------------------------
+
+namespace {
+
+struct Bucket {
+  fs::path dir;
+  Bucket() {
+    char t[] = "/tmp/brl_aggregate_XXXXXX";
+    dir = mkdtemp(t);
+  }
+  ~Bucket() { fs::remove_all(dir); }
+};
+
+RunConfig proxy_config() {
+  RunConfig c;
+  c.aggregation.mode = "fedavg";
+  c.aggregation.server_learning_rate = 0.7;
+  c.aggregation.server_momentum = 0.9;
+  c.proxy.keep_versions = 2;
+  return c;
+}
+
+// run.json + version 0, as `bucketrl init` leaves them (without a base model: the proxy
+// never reads it).
+void make_run(store::ObjectStore& s, RunConfig cfg, const std::vector<Tensor>& v0) {
+  protocol::Manifest m;
+  m.version = 0;
+  m.parent = -1;
+  m.proxy = "init";
+  ASSERT_TRUE(protocol::publish_version(s, m, protocol::encode_adapter(v0)).is_ok());
+  protocol::RunDescription r;
+  r.run_id = "agg";
+  r.base_files = {{"config.json", std::string(64, 'a'), 10}};
+  r.base_sha256 = sha256_hex(protocol::base_digest(r.base_files));
+  r.config = cfg.to_json();
+  ASSERT_TRUE(s.put(protocol::run_key(), r.to_json().dump()).is_ok());
+}
+
+void upload(store::ObjectStore& s, const std::string& worker, int64_t seq, int64_t base, int64_t samples, const std::vector<Tensor>& d) {
+  protocol::UpdateHeader h;
+  h.worker = worker;
+  h.id = protocol::make_update_id(1700000000000 + seq, 0x1000 + seq);
+  h.base_version = base;
+  h.steps = 1;
+  h.samples = samples;
+  h.codec = "fp32";
+  h.created_ms = 1700000000000 + seq;
+  codec::Options o;
+  o.kind = codec::Kind::fp32;
+  ASSERT_TRUE(s.put(protocol::update_key(worker, h.id), protocol::encode_update(h, codec::encode(d, o))).is_ok());
+}
+
+}  // namespace
+
+// Six versions with server momentum through one proxy, and through a proxy stopped after v3
+// and a new one that resumes from the bucket: the same bytes at every version, equal to
+// aggregate() applied by hand; the state objects are named by the manifests and collected
+// with old payloads.
+TEST(ProxyRestart, ContinuesTheMomentumExactly) {
+  std::mt19937 gen(7);
+  auto v0 = module(4, 16, 16, gen, 0.1f);
+  std::vector<std::vector<std::vector<Tensor>>> rounds;
+  for (int v = 0; v < 6; ++v) rounds.push_back({module(4, 16, 16, gen, 0.01f), module(4, 16, 16, gen, 0.01f)});
+  const std::vector<double> samples{64, 192};
+
+  // By hand: what the six versions must be (weights = samples, staleness 0).
+  std::vector<std::vector<Tensor>> want{v0};
+  OuterState st;
+  for (auto& ds : rounds) want.push_back(aggregate(proxy_config().aggregation, input(want.back(), ds, samples), &st).next);
+
+  auto run = [&](const std::string& dir, int restart_after) {
+    auto s = protocol::open_bucket(dir);
+    make_run(*s, proxy_config(), v0);
+    auto proxy = std::make_unique<Proxy>(ProxyOptions{dir, "p1", 0, 0});
+    for (int v = 0; v < 6; ++v) {
+      if (v == restart_after) proxy = std::make_unique<Proxy>(ProxyOptions{dir, "p2", 0, 0});
+      upload(*s, "wa", 2 * v, v, 64, rounds[v][0]);
+      upload(*s, "wb", 2 * v + 1, v, 192, rounds[v][1]);
+      EXPECT_TRUE(proxy->poll_once()) << "version " << v + 1;
+      EXPECT_EQ(proxy->version(), v + 1);
+    }
+  };
+  Bucket a, b;
+  run(a.dir.string(), -1);
+  run(b.dir.string(), 3);
+
+  store::LocalStore sa(a.dir.string()), sb(b.dir.string());
+  for (int64_t v = 1; v <= 6; ++v) {
+    auto ma = protocol::read_manifest(sa, v).value(), mb = protocol::read_manifest(sb, v).value();
+    EXPECT_EQ(ma.payload_sha256, mb.payload_sha256) << "version " << v;
+    EXPECT_EQ(ma.stats["outer_state"]["sha256"], mb.stats["outer_state"]["sha256"]) << "version " << v;
+    EXPECT_EQ(mb.stats["outer_steps"], v);
+    EXPECT_EQ(mb.stats["mode"], "fedavg");
+    EXPECT_EQ(mb.updates.size(), 2u);
+    if (v < 5) continue;  // older payloads are collected (keep_versions 2, GC at v5)
+    auto got = protocol::decode_adapter(protocol::read_payload(sb, mb).value(), "v").value();
+    EXPECT_TRUE(bit_equal(got, want[v])) << "version " << v;
+  }
+  EXPECT_EQ(protocol::read_manifest(sb, 4).value().proxy, "p2");
+  // GC at v5 kept versions >= 4: the state of v1..v3 is gone, that of v4..v6 is there.
+  auto m3 = protocol::read_manifest(sb, 3).value(), m5 = protocol::read_manifest(sb, 5).value();
+  EXPECT_TRUE(sb.get(m3.stats["outer_state"]["key"].get<std::string>()).status().is_not_found());
+  auto body = sb.get(m5.stats["outer_state"]["key"].get<std::string>());
+  ASSERT_TRUE(body);
+  EXPECT_EQ(sha256_hex(*body), m5.stats["outer_state"]["sha256"]);
+  EXPECT_EQ(decode_outer_state(*body, "v5").value().steps, 5);
+}
+
+// A manifest naming a state that is not there: the proxy refuses to start rather than
+// restart the momentum from zero.
+TEST(ProxyRestart, MissingStateIsAnError) {
+  Bucket a;
+  std::mt19937 gen(8);
+  auto v0 = module(2, 4, 4, gen);
+  const std::string dir = a.dir.string();
+  {
+    auto s = protocol::open_bucket(dir);
+    make_run(*s, proxy_config(), v0);
+    Proxy p(ProxyOptions{dir, "p1", 0, 0});
+    upload(*s, "wa", 0, 0, 10, module(2, 4, 4, gen, 0.1f));
+    ASSERT_TRUE(p.poll_once());
+  }
+  store::LocalStore s(dir);
+  auto m = protocol::read_manifest(s, 1).value();
+  ASSERT_TRUE(s.remove(m.stats["outer_state"]["key"].get<std::string>()).is_ok());
+  EXPECT_ANY_THROW(Proxy(ProxyOptions{dir, "p2", 0, 0}));
+}
