@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "protocol/bucket.h"
 #include "util/error.h"
 #include "util/safetensors.h"
 
@@ -294,15 +295,9 @@ Result<OuterState> decode_outer_state(std::string_view bytes, const std::string&
     s.steps = std::strtoll(steps->second.c_str(), &end, 10);
     if (steps->second.empty() || *end != '\0' || s.steps < 0)
       return Status(StatusCode::kCorrupt, label + ": steps '" + steps->second + "' is not a count");
-    for (auto& name : f.names()) {
-      auto& v = f.get(name);
-      if (v.dtype != st::DType::F32) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not F32");
-      codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
-      std::memcpy(t.data.data(), v.data, v.nbytes);
-      for (float x : t.data)
-        if (!std::isfinite(x)) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
-      s.momentum.push_back(std::move(t));
-    }
+    auto t = protocol::finite_f32_tensors(f, label);
+    if (!t) return t.status();
+    s.momentum = std::move(t).value();
   } catch (const UserError& e) {
     return Status(StatusCode::kCorrupt, e.what());
   }

@@ -73,23 +73,26 @@ std::string encode_adapter(const std::vector<codec::Tensor>& tensors) {
   return st::serialize_safetensors(td, {{"format", "pt"}});
 }
 
-Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label) {
+Result<std::vector<codec::Tensor>> finite_f32_tensors(const st::SafetensorsFile& f, const std::string& label) {
   std::vector<codec::Tensor> out;
+  for (auto& name : f.names()) {
+    auto& v = f.get(name);
+    if (v.dtype != st::DType::F32) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not F32");
+    codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
+    std::memcpy(t.data.data(), v.data, v.nbytes);
+    for (float x : t.data)
+      if (!std::isfinite(x)) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label) {
   try {
-    auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label);
-    for (auto& name : f.names()) {
-      auto& v = f.get(name);
-      if (v.dtype != st::DType::F32) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not F32");
-      codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
-      std::memcpy(t.data.data(), v.data, v.nbytes);
-      for (float x : t.data)
-        if (!std::isfinite(x)) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
-      out.push_back(std::move(t));
-    }
+    return finite_f32_tensors(st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label), label);
   } catch (const UserError& e) {
     return Status(StatusCode::kCorrupt, e.what());
   }
-  return out;
 }
 
 Status publish_version(store::ObjectStore& s, Manifest& m, const std::string& payload) {

@@ -12,6 +12,7 @@
 #include "codec/codec.h"
 #include "protocol/records.h"
 #include "store/object_store.h"
+#include "util/safetensors.h"
 
 namespace brl::protocol {
 
@@ -29,6 +30,8 @@ Result<Manifest> read_manifest(store::ObjectStore& s, int64_t v);
 Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m);
 
 std::string encode_adapter(const std::vector<codec::Tensor>& tensors);
+// Every tensor of a parsed safetensors buffer as floats; kCorrupt unless all are F32 and finite.
+Result<std::vector<codec::Tensor>> finite_f32_tensors(const st::SafetensorsFile& f, const std::string& label);
 Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label);
 
 // Publishes version m.version with the given payload: payload (content-addressed key), then
