@@ -257,7 +257,7 @@ bool Proxy::poll_once() {
   }
   ++counters_.polls;
   bool published = false;
-  if (static_cast<int>(accepted_.size()) >= cfg_.proxy.min_updates) published = publish();
+  if (static_cast<int>(accepted_.size()) >= cfg_.proxy.min_updates && barrier_ready()) published = publish();
   if (published && version_ % 5 == 0) collect_garbage();
   return published;
 }
@@ -292,6 +292,19 @@ void Proxy::collect_garbage() {
     }
   }
   gc_through_ = std::max(gc_through_, keep_from - 1);
+}
+
+bool Proxy::barrier_ready() const {
+  if (cfg_.sync.mode != "sync") return true;
+  // Every worker that is alive (or merely slow) must have sent its delta on the current
+  // version; lost and stopped ones are not waited for, which is how a barrier survives them.
+  for (auto& [name, w] : health_) {
+    if (w.health == "lost" || w.health == "stopped") continue;
+    bool sent = false;
+    for (auto& p : accepted_) sent = sent || (p.meta.worker == name && p.meta.base_version == version_);
+    if (!sent) return false;
+  }
+  return true;
 }
 
 void Proxy::run(const std::atomic<bool>& stop) {

@@ -63,6 +63,8 @@ class Proxy {
   // False when the update could not be read now (retry next poll); else accepted or rejected.
   bool consider(const std::string& worker, const store::ObjectInfo& obj);
   bool publish();
+  // sync mode (the baseline): true once every live worker has an update on the current version.
+  bool barrier_ready() const;
   void collect_garbage();
 
   ProxyOptions opt_;

@@ -179,6 +179,17 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     if (Status st = store->put(protocol::log_key(id, protocol::now_ms()), log_lines); st) log_lines.clear();
   };
 
+  // sync mode (the baseline): the barrier. Idle until the proxy publishes past `v`.
+  auto wait_for_version = [&](int64_t v) {
+    beater.update([](protocol::Heartbeat& h) { h.state = "waiting"; });
+    auto tw = Clock::now();
+    while (!stop.load()) {
+      if (auto nv = protocol::newest_version(*store); nv && *nv > v) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    sum.waited_s += since(tw);
+  };
+
   auto sync = [&] {
     if (win.steps == 0) return;
     beater.update([](protocol::Heartbeat& h) { h.state = "uploading"; });
@@ -221,6 +232,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
              h.steps, h.samples, h.reward_mean, obj.size(), h.codec);
     win = Window{};
     flush_logs();
+    if (cfg.sync.mode == "sync") wait_for_version(version);
     if (auto nv = protocol::newest_version(*store); nv && *nv > version) {
       try {
         adopt(*nv);
@@ -264,7 +276,9 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
       h.reward_mean = s.reward_mean;
       h.accuracy = s.accuracy;
     });
-    bool due = since(last_sync) >= cfg.sync.sync_interval_s || (cfg.sync.sync_steps > 0 && win.steps >= cfg.sync.sync_steps);
+    // A barrier round is K steps for everyone (as in data parallel); no time trigger then.
+    bool due = (cfg.sync.mode != "sync" && since(last_sync) >= cfg.sync.sync_interval_s) ||
+               (cfg.sync.sync_steps > 0 && win.steps >= cfg.sync.sync_steps);
     if (due) {
       sync();
       last_sync = Clock::now();
@@ -273,8 +287,8 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   sync();  // a clean stop uploads what is left
   flush_logs();
   beater.update([](protocol::Heartbeat& h) { h.state = "stopped"; });
-  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes), {} adoptions", id, sum.steps, sum.updates,
-           sum.bytes_uploaded, sum.adopted);
+  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes), {} adoptions, {:.1f} s at the barrier", id,
+           sum.steps, sum.updates, sum.bytes_uploaded, sum.adopted, sum.waited_s);
   return sum;
 }
 

@@ -25,6 +25,7 @@ struct WorkerOptions {
 struct WorkerSummary {
   int64_t steps = 0, updates = 0, adopted = 0, failed_uploads = 0;
   uint64_t bytes_uploaded = 0;
+  double waited_s = 0;  // sync mode: time spent at the barrier
 };
 
 // Runs until `stop` becomes true (SIGINT/SIGTERM), a limit is reached, or a fatal error;

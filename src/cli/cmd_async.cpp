@@ -116,7 +116,11 @@ cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers 
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out accuracy reaches this");
   app.add_option("--eval-interval", o.eval_interval_s, "at most one held-out evaluation per this many seconds");
+  static bool barrier = false;
+  app.add_flag("--sync", barrier, "the synchronous baseline: a barrier per round of sync_steps steps (sync.mode = sync)");
+  app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
   return [] {
+    if (barrier) sets.push_back("sync.mode=sync");
     RunConfig cfg = load_config(config, sets);
     cli::init_compute(1);
     auto s = async::run_local(cfg, o, cli::stop_on_signals());

@@ -12,7 +12,8 @@ namespace {
 
 ConfigTable SyncConfig::table() {
   ConfigTable t("sync");
-  t.add("sync_interval_s", &sync_interval_s, "upload a delta every T seconds")
+  t.add("mode", &mode, "async | sync (a barrier per round: the baseline)")
+      .add("sync_interval_s", &sync_interval_s, "upload a delta every T seconds")
       .add("sync_steps", &sync_steps, "or every K steps, whichever first (0 = time only)")
       .add("heartbeat_interval_s", &heartbeat_interval_s, "seconds between heartbeats")
       .add("codec", &codec, "fp32 | bf16 | int8 | int4")
@@ -23,6 +24,9 @@ ConfigTable SyncConfig::table() {
 }
 
 void SyncConfig::validate() const {
+  if (mode != "async" && mode != "sync") bad("sync", "mode", "\"" + mode + "\"", "must be async or sync");
+  if (mode == "sync" && sync_steps < 1)
+    bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 1 with mode = \"sync\" (a round is K steps)");
   if (!(sync_interval_s > 0)) bad("sync", "sync_interval_s", std::to_string(sync_interval_s), "must be > 0");
   if (sync_steps < 0) bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 0");
   if (!(heartbeat_interval_s > 0)) bad("sync", "heartbeat_interval_s", std::to_string(heartbeat_interval_s), "must be > 0");

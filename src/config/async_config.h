@@ -10,6 +10,10 @@
 namespace brl {
 
 struct SyncConfig {
+  // async: workers never wait (the point of bucketrl). sync: the baseline it moves away from,
+  // a barrier per round: each worker waits after its upload for the next global version, and
+  // the proxy publishes only once every live worker has sent its delta for the current one.
+  std::string mode = "async";
   double sync_interval_s = 15;     // upload a delta every T seconds ...
   int sync_steps = 0;              // ... or every K GRPO steps, whichever first (0 = time only)
   double heartbeat_interval_s = 5;

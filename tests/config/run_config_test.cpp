@@ -73,3 +73,17 @@ TEST(RunConfig, ErrorsNameTheKey) {
   c.lora.r = 0;
   EXPECT_NE(error_of([&] { c.validate(); }).find("r (0) must be >= 1"), std::string::npos);
 }
+
+TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
+  RunConfig c;
+  EXPECT_EQ(c.sync.mode, "async");
+  EXPECT_NO_THROW(c.validate());
+  c.apply_overrides({"sync.mode=barrier"});
+  EXPECT_NE(error_of([&] { c.validate(); }).find("[sync] mode = \"barrier\": must be async or sync"), std::string::npos);
+  c.apply_overrides({"sync.mode=sync"});
+  // A barrier round is K steps: the time trigger alone cannot define one.
+  EXPECT_NE(error_of([&] { c.validate(); }).find("sync_steps = 0: must be >= 1 with mode = \"sync\""), std::string::npos);
+  c.apply_overrides({"sync.sync_steps=4"});
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(RunConfig::from_toml_string("[sync]\nmode = \"sync\"\nsync_steps = 2\n", "run.toml").sync.mode, "sync");
+}

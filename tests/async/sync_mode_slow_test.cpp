@@ -1,0 +1,88 @@
+// The synchronous baseline (sync.mode = sync): a barrier per round. With one worker made
+// slower, every version must still fold exactly one delta from each worker, all made on the
+// parent version (the barrier held), while the asynchronous run with the same slow worker
+// publishes versions without waiting for it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+
+#include "async/local_run.h"
+#include "async_util.h"
+#include "protocol/bucket.h"
+
+using namespace brl;
+
+namespace {
+
+struct Round {
+  std::map<std::string, int> by_worker;
+  bool all_on_parent = true;
+};
+
+std::vector<Round> rounds(const std::string& bucket, int64_t newest) {
+  auto store = protocol::open_bucket(bucket);
+  std::vector<Round> out;
+  for (int64_t v = 1; v <= newest; ++v) {
+    auto m = protocol::read_manifest(*store, v).value();
+    Round r;
+    for (auto& u : m.updates) {
+      ++r.by_worker[u.worker];
+      r.all_on_parent = r.all_on_parent && u.base_version == v - 1;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+async::LocalRunSummary run(const std::string& mode, test::TempDir& tmp) {
+  RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str(mode));
+  cfg.sync.mode = mode;
+  cfg.sync.sync_steps = 2;
+  async::LocalRunOptions o;
+  o.workers = 2;
+  o.time_limit_s = 15;
+  o.exe = BRL_EXE;
+  o.evaluator = false;
+  o.slowdown = {1, 4};
+  std::atomic<bool> stop{false};
+  return async::run_local(cfg, o, stop);
+}
+
+}  // namespace
+
+TEST(SyncMode, EveryVersionWaitsForEveryWorker) {
+  test::TempDir tmp;
+  auto s = run("sync", tmp);
+  ASSERT_TRUE(s.verify.ok()) << s.verify.summary();
+  ASSERT_GE(s.versions, 3) << s.verify.summary();
+  auto rs = rounds(s.bucket, s.versions);
+  // The barrier waits for the workers the proxy has heard of: a worker whose first
+  // heartbeat comes after another's first delta joins from the next round (with its late
+  // first delta folded in too, then in step). The last version
+  // may be the stop's final fold (stopped workers are not waited for).
+  size_t first = 0;
+  while (first < rs.size() && rs[first].by_worker.size() < 2) ++first;
+  ASSERT_LE(first, 1u) << "the second worker joined late";
+  if (first > 0) ++first;
+  ASSERT_GE(rs.size() - first, 3u);
+  for (size_t i = first; i + 1 < rs.size(); ++i) {
+    EXPECT_EQ(rs[i].by_worker, (std::map<std::string, int>{{"w0", 1}, {"w1", 1}})) << "v" << i + 1;
+    EXPECT_TRUE(rs[i].all_on_parent) << "v" << i + 1;
+  }
+}
+
+TEST(SyncMode, AsyncDoesNotWaitForTheSlowWorker) {
+  test::TempDir tmp;
+  auto s = run("async", tmp);
+  ASSERT_TRUE(s.verify.ok()) << s.verify.summary();
+  int fast_only = 0, w0 = 0, w1 = 0;
+  for (auto& r : rounds(s.bucket, s.versions)) {
+    fast_only += r.by_worker.count("w1") == 0;
+    w0 += r.by_worker["w0"];
+    w1 += r.by_worker["w1"];
+  }
+  // w1 sleeps 3 step times per step: w0 sends ~4x as many deltas, many folded without w1's.
+  EXPECT_GT(fast_only, 0);
+  EXPECT_GE(w0, 2 * w1) << "w0 " << w0 << ", w1 " << w1;
+}
