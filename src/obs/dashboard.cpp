@@ -136,9 +136,9 @@ function ticks(lo, hi, n, minStep = 0) {
   if (!(hi > lo)) { hi = lo + 1; }
   const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / mag;
   const step = Math.max(minStep, (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag);
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
-  return out;
+  const out = [], first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+  for (let i = first; i <= last; ++i) out.push(i * step);
+  return out;  // rounded out: the first tick <= lo, the last >= hi
 }
 function emptyChart(svg, h, msg) {
   svg.setAttribute("data-points", "0");
@@ -155,8 +155,8 @@ function xyChart(svg, series, o) {
   if (o.yMax !== undefined) y1 = Math.max(y1, o.yMax);
   if (x1 === x0) { x0 -= 1; x1 += 1; }
   if (y1 === y0) { y1 += Math.abs(y1) * 0.1 || 1; }
-  const yt = ticks(y0, y1, 5, o.yInt ? 1 : 0); y0 = Math.min(y0, yt[0]); y1 = Math.max(y1, yt[yt.length - 1]);
-  const xt = ticks(x0, x1, 6, o.xInt ? 1 : 0);
+  const yt = ticks(y0, y1, 5, o.yInt ? 1 : 0); y0 = yt[0]; y1 = yt[yt.length - 1];
+  const xt = ticks(x0, x1, 6, o.xInt ? 1 : 0);  // x spans the data, not the rounded ticks
   const yFmt = o.yFmt || stepFmt(yt), xFmt = o.xFmt || stepFmt(xt);
   const X = x => PAD.l + (x - x0) / (x1 - x0) * (W - PAD.l - PAD.r);
   const Y = y => h - PAD.b - (y - y0) / (y1 - y0) * (h - PAD.t - PAD.b);
@@ -231,13 +231,15 @@ function render(st) {
   document.getElementById("kpi-bytes").textContent = fmtBytes(bytesView);
   document.getElementById("kpi-bytes-sub").textContent = `over the ${vs.length} versions in view`;
 
-  const mins = ms => (ms - t0) / 60000;
+  // Time axis in seconds for a young run, in minutes after that.
+  const span = vs.length ? (vs[vs.length - 1].created_ms - t0) / 1000 : 0, unit = span < 180 ? 1000 : 60000;
+  const mins = ms => (ms - t0) / unit;
   const trained = vs.filter(v => v.updates > 0);
   const tip = v => `v${v.version}: reward ${v.reward_mean.toFixed(3)} ± ${v.reward_std.toFixed(3)}, ${v.updates} updates`;
   xyChart(document.getElementById("chart-reward-time"),
     [{name: "reward", color: "#4cc2ff", points: trained.map(v => [mins(v.created_ms), v.reward_mean, tip(v)]),
       band: trained.map(v => [mins(v.created_ms), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std])}],
-    {xLabel: "minutes since the first version shown", empty: "waiting for the first version…"});
+    {xLabel: (unit === 1000 ? "seconds" : "minutes") + " since the first version shown", empty: "waiting for the first version…"});
   xyChart(document.getElementById("chart-reward-version"),
     [{name: "reward", color: "#4cc2ff", points: trained.map(v => [v.version, v.reward_mean, tip(v)]),
       band: trained.map(v => [v.version, v.reward_mean - v.reward_std, v.reward_mean + v.reward_std])},
