@@ -18,9 +18,7 @@
 
 #include "../obs/http_client.h"
 #include "../obs/prom_check.h"
-#include "async/run_setup.h"
 #include "async_util.h"
-#include "protocol/bucket.h"
 
 using namespace brl;
 
@@ -86,13 +84,9 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
   test::TempDir tmp;
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
   cfg.sync.sync_interval_s = 0.7;
-  const std::string bucket = tmp.str("bucket"), cache = tmp.str("cache");
-  {
-    auto s = protocol::open_bucket(bucket);
-    async::init_run(*s, cfg);
-    // Sorts before every real update of w0: the proxy reads it first and rejects it.
-    ASSERT_TRUE(s->put("updates/w0/0000000000000-planted.upd", "not an update"));
-  }
+  const std::string bucket = test::init_bucket(tmp, cfg), cache = tmp.str("cache");
+  // Sorts before every real update of w0: the proxy reads it first and rejects it.
+  ASSERT_TRUE(protocol::open_bucket(bucket)->put("updates/w0/0000000000000-planted.upd", "not an update"));
   const int port = free_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
   std::vector<test::Proc> procs;
