@@ -101,7 +101,7 @@ std::string svg_plot(const PlotSpec& spec) {
     double r = s.points.size() > 100 ? 1.5 : 3;
     for (auto& [x, y] : s.points) out += fmt::format("<circle class=\"pt\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"{}\" fill=\"{}\"/>\n", X(x), Y(y), r, s.color);
     out += fmt::format("<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0f}\" y=\"{}\" fill=\"#1f2328\">{}</text>\n",
-                       lx, kPlotTop - 14, s.color, lx + 14, kPlotTop - 5, xml_escape(s.name));
+                       lx, kPlotTop - 22, s.color, lx + 14, kPlotTop - 13, xml_escape(s.name));
     lx += 30 + 7.0 * static_cast<double>(s.name.size());
   }
   out += "</svg>\n";
@@ -112,25 +112,30 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   const double t0 = h.versions.empty() ? 0 : static_cast<double>(h.versions.front().created_ms);
-  auto minutes = [&](int64_t ms) { return (static_cast<double>(ms) - t0) / 60000.0; };
+  // Seconds for a run shorter than three minutes, minutes after that.
+  const double span_s = h.versions.empty() ? 0 : (static_cast<double>(h.versions.back().created_ms) - t0) / 1000.0;
+  const double unit_ms = span_s < 180 ? 1000.0 : 60000.0;
+  const std::string unit = span_s < 180 ? "seconds" : "minutes";
+  auto elapsed = [&](int64_t ms) { return (static_cast<double>(ms) - t0) / unit_ms; };
   PlotSeries by_time{"train reward (mean, ±1 std across updates)", "#0969da", {}, {}};
   PlotSeries by_version = by_time;
   PlotSeries evals{"held-out accuracy", "#8250df", {}, {}};
   PlotSeries versions{"global version", "#1a7f37", {}, {}};
   for (auto& v : h.versions) {
-    versions.points.push_back({minutes(v.created_ms), static_cast<double>(v.version)});
+    versions.points.push_back({elapsed(v.created_ms), static_cast<double>(v.version)});
     if (v.updates == 0) continue;  // v0 (and any empty version) has no train reward
-    by_time.points.push_back({minutes(v.created_ms), v.reward_mean});
-    by_time.band.push_back({minutes(v.created_ms), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
+    by_time.points.push_back({elapsed(v.created_ms), v.reward_mean});
+    by_time.band.push_back({elapsed(v.created_ms), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
     by_version.points.push_back({static_cast<double>(v.version), v.reward_mean});
     by_version.band.push_back({static_cast<double>(v.version), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
   }
   for (auto& [v, e] : h.evals) evals.points.push_back({static_cast<double>(v), e.accuracy});
   std::vector<std::pair<std::string, PlotSpec>> charts = {
-      {"reward_over_time.svg", {"run " + run_id + ": train reward over time", "minutes since version " +
+      {"reward_over_time.svg", {"run " + run_id + ": train reward over time", unit + " since version " +
                                 std::to_string(h.versions.empty() ? 0 : h.versions.front().version), "reward", {by_time}}},
       {"reward_per_version.svg", {"run " + run_id + ": reward per global version", "global version", "reward / accuracy", {by_version}}},
-      {"versions_over_time.svg", {"run " + run_id + ": global versions over time", "minutes", "version", {versions}}},
+      {"versions_over_time.svg", {"run " + run_id + ": global versions over time", unit + " since version " +
+                                std::to_string(h.versions.empty() ? 0 : h.versions.front().version), "version", {versions}}},
   };
   if (!evals.points.empty()) charts[1].second.series.push_back(evals);
   std::vector<std::string> written;

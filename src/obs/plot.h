@@ -25,7 +25,7 @@ struct PlotSpec {
 };
 
 // Plot area: [kPlotLeft, width - kPlotRight] x [kPlotTop, height - kPlotBottom] pixels.
-inline constexpr int kPlotLeft = 70, kPlotRight = 20, kPlotTop = 40, kPlotBottom = 50;
+inline constexpr int kPlotLeft = 70, kPlotRight = 20, kPlotTop = 56, kPlotBottom = 50;
 
 // Round tick values covering [lo, hi] with about n steps of 1, 2 or 5 x 10^k.
 std::vector<double> nice_ticks(double lo, double hi, int n);

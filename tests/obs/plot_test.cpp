@@ -35,16 +35,16 @@ TEST(Plot, NiceTicks) {
 TEST(Plot, PointsLandWhereTheAxesSay) {
   PlotSpec s{"t", "x", "y", {{"a", "#123456", {{0, 0}, {5, 0.5}, {10, 1}}, {}}}, 800, 420};
   std::string svg = svg_plot(s);
-  // Axes [0, 10] x [0, 1]; plot area x in [70, 780], y in [40, 370] (kPlot* constants).
+  // Axes [0, 10] x [0, 1]; plot area x in [70, 780], y in [56, 370] (kPlot* constants).
   auto c = circles(svg);
   ASSERT_EQ(c.size(), 3u);
   EXPECT_NEAR(c[0].first, 70, 0.01);
   EXPECT_NEAR(c[0].second, 370, 0.01);
   EXPECT_NEAR(c[1].first, 425, 0.01);
-  EXPECT_NEAR(c[1].second, 205, 0.01);
+  EXPECT_NEAR(c[1].second, 213, 0.01);  // 370 - 0.5 * 314
   EXPECT_NEAR(c[2].first, 780, 0.01);
-  EXPECT_NEAR(c[2].second, 40, 0.01);
-  EXPECT_NE(svg.find("<path class=\"series\" d=\"M70.00,370.00L425.00,205.00L780.00,40.00\""), std::string::npos) << svg;
+  EXPECT_NEAR(c[2].second, 56, 0.01);
+  EXPECT_NE(svg.find("<path class=\"series\" d=\"M70.00,370.00L425.00,213.00L780.00,56.00\""), std::string::npos) << svg;
   EXPECT_NE(svg.find(">0.2</text>"), std::string::npos);  // y tick labels with the step's decimals
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
