@@ -192,7 +192,7 @@ function xyChart(svg, series, o) {
 function workerBars(svg, rows) {
   const h = +svg.viewBox.baseVal.height;
   if (!rows.length) return emptyChart(svg, h, "no updates folded yet");
-  const left = 110, right = 190, top = 10, rh = Math.min(30, (h - top - 20) / rows.length);
+  const left = 110, right = 190, top = 14, rh = Math.min(44, (h - top - 10) / Math.max(rows.length, 4));
   const max = Math.max(1, ...rows.map(r => r.folded + r.rejected));
   const Xw = v => v / max * (W - left - right);
   let g = "";
