@@ -27,6 +27,8 @@ test_pkgs=(
   # Oracles: python for GGUF conversion (node, for HF's tokenizer binding and llama.cpp,
   # comes with these machines; Debian's nodejs is only installed where none exists).
   python3 python3-numpy
+  # The dashboard's browser test (tests/async/dashboard_slow_test.cpp): headless Chromium.
+  chromium
 )
 want=("${pkgs[@]}")
 [[ $WITH_TESTS == 1 ]] && want+=("${test_pkgs[@]}")

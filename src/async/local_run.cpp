@@ -161,6 +161,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
 
   std::vector<Child> kids;
   kids.push_back({"proxy", (fs::path(logs) / "proxy.log").string(), {"proxy", "--bucket", sum.bucket}, threads_env(1)});
+  if (!opt.http.empty()) kids.back().args.insert(kids.back().args.end(), {"--http", opt.http});
   for (int i = 0; i < opt.workers; ++i) {
     Child c{"worker-" + std::to_string(i), (fs::path(logs) / ("worker-" + std::to_string(i) + ".log")).string(),
             {"worker", "--bucket", sum.bucket, "--id", "w" + std::to_string(i), "--shard",

@@ -23,6 +23,7 @@ struct LocalRunOptions {
   std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)
   bool evaluator = true;
   double eval_interval_s = 0;    // evaluator: at most one evaluation per this many seconds
+  std::string http;              // the proxy's --http ADDR:PORT | off ("" = the proxy's default)
 };
 
 struct LocalRunSummary {

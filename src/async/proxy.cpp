@@ -313,11 +313,13 @@ void Proxy::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto ts = Clock::now();
     poll_once();
+    if (opt_.on_poll) opt_.on_poll(*this);
     if (opt_.max_version > 0 && version_ >= opt_.max_version) return;
     if (opt_.time_limit_s > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > opt_.time_limit_s) break;
     while (!stop.load() && Clock::now() - ts < poll) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   poll_once();  // fold what the stopping workers uploaded last
+  if (opt_.on_poll) opt_.on_poll(*this);
 }
 
 }  // namespace brl::async

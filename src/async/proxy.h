@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,11 +24,16 @@
 
 namespace brl::async {
 
+class Proxy;
+
 struct ProxyOptions {
   std::string bucket;
   std::string id;               // "" = proxy-<hostname>-<pid>
   double time_limit_s = 0;      // 0 = until stopped
   int64_t max_version = 0;      // stop after publishing this version (0 = no limit)
+  // Called on the proxy's thread after every poll of run(), e.g. to hand a snapshot to the
+  // HTTP endpoints (obs/monitor.h); must not block.
+  std::function<void(const Proxy&)> on_poll;
 };
 
 struct WorkerHealth {
@@ -53,6 +59,8 @@ class Proxy {
   void run(const std::atomic<bool>& stop);
 
   int64_t version() const { return version_; }
+  const std::string& id() const { return opt_.id; }
+  const protocol::RunDescription& run_description() const { return run_; }
   const ProxyCounters& counters() const { return counters_; }
   const std::map<std::string, WorkerHealth>& workers() const { return health_; }
 

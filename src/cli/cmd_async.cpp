@@ -11,6 +11,7 @@
 #include "async/worker.h"
 #include "cli/command.h"
 #include "config/run_config.h"
+#include "obs/proxy_http.h"
 #include "protocol/bucket.h"
 #include "protocol/verify.h"
 #include "util/error.h"
@@ -74,15 +75,40 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
   };
 });
 
+// The proxy's in-memory state after a poll, for its HTTP endpoints.
+obs::ProxyLive live_state(const async::Proxy& p) {
+  obs::ProxyLive l;
+  const auto& c = p.counters();
+  l.version = p.version();
+  l.published = c.published;
+  l.accepted = c.accepted;
+  l.rejected = c.rejected;
+  l.polls = c.polls;
+  l.rejected_by_reason = c.rejected_by_reason;
+  for (auto& [name, w] : p.workers()) l.workers[name] = {w.beat, w.health};
+  return l;
+}
+
 cli::Register proxy_reg("proxy", "fold worker updates into new global versions; watch worker health", [](CLI::App& app) {
   static async::ProxyOptions o;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--id", o.id, "proxy id in manifests (default: proxy-<host>-<pid>)");
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--max-version", o.max_version, "stop after publishing this version");
+  static std::string http = obs::kDefaultProxyHttp, token_file;
+  app.add_option("--http", http, "serve /health, /status, /metrics and the dashboard on ADDR:PORT (off: none)")
+      ->capture_default_str();
+  app.add_option("--http-token-file", token_file,
+                 "token required by --http on an address other than 127.x (default: env BRL_PROXY_TOKEN)");
   return [] {
     const auto& stop = cli::stop_on_signals();
+    auto web = obs::start_proxy_http(o.bucket, http, token_file);  // /health: 503 while the run loads
+    if (web) o.on_poll = [m = web->monitor.get()](const async::Proxy& p) { m->update(live_state(p)); };
     async::Proxy p(o);
+    if (web) {
+      web->monitor->update(live_state(p));
+      web->monitor->set_run(p.run_description(), p.id(), p.version());
+    }
     p.run(stop);
     auto& c = p.counters();
     std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates\n",
@@ -119,10 +145,14 @@ cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers 
   static bool barrier = false;
   app.add_flag("--sync", barrier, "the synchronous baseline: a barrier per round of sync_steps steps (sync.mode = sync)");
   app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
+  o.http = obs::kDefaultProxyHttp;
+  app.add_option("--http", o.http, "the proxy's dashboard and endpoints on ADDR:PORT (off: none)")->capture_default_str();
   return [] {
     if (barrier) sets.push_back("sync.mode=sync");
     RunConfig cfg = load_config(config, sets);
     cli::init_compute(1);
+    if (auto a = obs::parse_listen_address(o.http); !a.off)
+      LOG_INFO("run: dashboard at http://{}:{}/ (served by the proxy; see its log if it does not answer)", a.host, a.port);
     auto s = async::run_local(cfg, o, cli::stop_on_signals());
     std::printf("run: %lld versions from %lld updates in %.0f s; held-out accuracy %.3f -> %.3f; adapter: %s\n%s\n",
                 static_cast<long long>(s.versions), static_cast<long long>(s.updates), s.seconds, s.initial_accuracy,

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "async/run_setup.h"
 #include "config/run_config.h"
 #include "grpo/pretrain.h"
 #include "model/loader.h"
+#include "protocol/bucket.h"
 
 namespace brl::test {
 
@@ -75,6 +77,14 @@ inline RunConfig learnable_config(const std::string& base, const std::string& ou
   c.sync.heartbeat_interval_s = 1;
   c.proxy.poll_interval_s = 0.3;
   return c;
+}
+
+// Creates a run with cfg in tmp/bucket (as `bucketrl init` would); returns the bucket path.
+inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg) {
+  std::string bucket = tmp.str("bucket");
+  auto s = protocol::open_bucket(bucket);
+  async::init_run(*s, cfg);
+  return bucket;
 }
 
 struct Proc {
