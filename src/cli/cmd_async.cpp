@@ -63,6 +63,7 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--max-steps", o.max_steps, "stop after this many GRPO steps");
   app.add_option("--slowdown", o.slowdown, "benchmarks: run this many times slower");
+  app.add_option("--signing-key", o.signing_key, "Ed25519 private key (PEM) to sign updates with (env BRL_SIGNING_KEY_FILE)");
   return [] {
     parse_shard(shard, &o.shard, &o.num_shards);
     cli::init_compute(o.threads);
