@@ -85,7 +85,7 @@ SigningKey SigningKey::load(const std::string& path) {
     int id = EVP_PKEY_get_id(k);
     EVP_PKEY_free(k);
     const char* name = OBJ_nid2sn(id);
-    throw UserError("signing key '" + path + "' is a " + std::string(name ? name : "non-Ed25519") +
+    throw UserError("signing key '" + path + "' holds a key of type " + std::string(name ? name : "other than Ed25519") +
                         " key; bucketrl signs updates with Ed25519",
                     kKeygenHint);
   }
