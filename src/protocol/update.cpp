@@ -27,6 +27,8 @@ nlohmann::json UpdateHeader::to_json() const {
           {"created_ms", created_ms}, {"seconds", seconds}};
   if (!signer.empty()) j["signer"] = signer;
   if (!signature.empty()) j["signature"] = signature;
+  for (auto& [k, v] : extra.items())
+    if (!j.contains(k)) j[k] = v;
   return j;
 }
 
@@ -83,6 +85,9 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
     h.seconds = j.value("seconds", 0.0);
     h.signer = j.value("signer", "");
     h.signature = j.value("signature", "");
+    nlohmann::json known = h.to_json();
+    for (auto& [k, v] : j.items())
+      if (!known.contains(k) && k != "signer" && k != "signature") h.extra[k] = v;
   } catch (const nlohmann::json::exception& e) {
     return corrupt(label, std::string("header field missing or of the wrong type: ") + e.what());
   }

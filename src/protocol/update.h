@@ -42,6 +42,9 @@ struct UpdateHeader {
   double seconds = 0;           // wall time the steps took
   std::string signer;           // "ed25519:<base64 public key>"; "" = unsigned
   std::string signature;        // base64 Ed25519 signature of update_signing_bytes()
+  // Header fields this build does not know (from a newer worker), kept so that re-encoding
+  // and signature checks see the header as it was written.
+  nlohmann::json extra = nlohmann::json::object();
 
   nlohmann::json to_json() const;  // signer/signature only when set
 };

@@ -132,6 +132,14 @@ TEST(SignedUpdate, RoundTrip) {
   EXPECT_TRUE(ed25519::verify(key.public_key(), update_signing_bytes(p.header), base64_decode(p.header.signature).value()));
   EXPECT_EQ(update_signing_bytes(p.header).rfind("bucketrl update signature v1\n", 0), 0u);
   EXPECT_EQ(update_signing_bytes(p.header).find("\"signature\""), std::string::npos);
+  // A field this build does not know (a newer worker's) is kept, and signed like the rest.
+  UpdateHeader f = header();
+  f.extra["future_field"] = {{"a", 1}};
+  UpdateHeader back = parse_update(encode_update(f, kPayload, &key), "u").value().header;
+  EXPECT_EQ(back.extra, f.extra);
+  EXPECT_EQ(check_update_signature(back, {key.public_key()}), "");
+  back.extra["future_field"]["a"] = 2;
+  EXPECT_EQ(check_update_signature(back, {key.public_key()}).substr(0, 7), "forged:");
 }
 
 TEST(SignedUpdate, UnsignedObjectsAreUnchanged) {
@@ -161,6 +169,7 @@ TEST(SignedUpdate, AnyFieldChangedAfterSigningIsForged) {
       {"codec", [](UpdateHeader& h) { h.codec = "fp32"; }},
       {"created_ms", [](UpdateHeader& h) { h.created_ms += 1; }},
       {"seconds", [](UpdateHeader& h) { h.seconds = 2; }},
+      {"a field added", [](UpdateHeader& h) { h.extra["note"] = "x"; }},
   };
   for (auto& [field, edit] : edits) {
     UpdateHeader h = good;
