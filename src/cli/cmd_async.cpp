@@ -86,9 +86,11 @@ cli::Register proxy_reg("proxy", "fold worker updates into new global versions; 
     async::Proxy p(o);
     p.run(stop);
     auto& c = p.counters();
-    std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates\n",
+    std::string why;
+    for (auto& [reason, n] : c.rejected_by_reason) why += (why.empty() ? " (" : ", ") + reason + " " + std::to_string(n);
+    std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates%s\n",
                 static_cast<long long>(p.version()), static_cast<long long>(c.published), static_cast<long long>(c.accepted),
-                static_cast<long long>(c.rejected));
+                static_cast<long long>(c.rejected), why.empty() ? "" : (why + ")").c_str());
     return 0;
   };
 });
