@@ -106,21 +106,23 @@ std::string parse_allowed_key(const std::string& text, const std::string& where)
   if (!k) throw UserError(k.status().message(), "paste the line of the worker's NAME.pub file");
   return *k;
 }
+std::vector<std::string> parse_allowed_keys(const std::vector<std::string>& keys) {
+  std::vector<std::string> raw;
+  for (size_t i = 0; i < keys.size(); ++i)
+    raw.push_back(parse_allowed_key(keys[i], "[security] allowed_keys[" + std::to_string(i) + "]"));
+  return raw;
+}
 }  // namespace
 
 std::set<std::string> SecurityConfig::public_keys() const {
-  std::set<std::string> keys;
-  for (size_t i = 0; i < allowed_keys.size(); ++i)
-    keys.insert(parse_allowed_key(allowed_keys[i], "[security] allowed_keys[" + std::to_string(i) + "]"));
-  return keys;
+  auto raw = parse_allowed_keys(allowed_keys);
+  return {raw.begin(), raw.end()};
 }
 
 void SecurityConfig::validate() const { (void)public_keys(); }
 
 void SecurityConfig::resolve_key_file() {
-  std::vector<std::string> raw;
-  for (size_t i = 0; i < allowed_keys.size(); ++i)
-    raw.push_back(parse_allowed_key(allowed_keys[i], "[security] allowed_keys[" + std::to_string(i) + "]"));
+  std::vector<std::string> raw = parse_allowed_keys(allowed_keys);
   if (!allowed_keys_file.empty()) {
     std::ifstream f(allowed_keys_file);
     if (!f)
@@ -130,7 +132,10 @@ void SecurityConfig::resolve_key_file() {
     for (int n = 1; std::getline(f, line); ++n) {
       if (!pem.empty() || line.rfind("-----BEGIN", 0) == 0) {  // a PEM public key spans lines
         pem += line + "\n";
-        if (line.rfind("-----END", 0) == 0) raw.push_back(parse_allowed_key(pem, allowed_keys_file + ":" + std::to_string(n))), pem.clear();
+        if (line.rfind("-----END", 0) == 0) {
+          raw.push_back(parse_allowed_key(pem, allowed_keys_file + ":" + std::to_string(n)));
+          pem.clear();
+        }
         continue;
       }
       line = line.substr(0, line.find('#'));

@@ -20,11 +20,20 @@ Status corrupt(const std::string& label, const std::string& what) {
 }  // namespace
 
 nlohmann::json UpdateHeader::to_json() const {
-  nlohmann::json j = {{"format", format},         {"worker", worker},       {"id", id},
-          {"base_version", base_version}, {"steps", steps},     {"samples", samples},
-          {"reward_mean", reward_mean}, {"reward_std", reward_std}, {"accuracy", accuracy},
-          {"codec", codec},           {"payload_sha256", payload_sha256}, {"payload_size", payload_size},
-          {"created_ms", created_ms}, {"seconds", seconds}};
+  nlohmann::json j = {{"format", format},
+                      {"worker", worker},
+                      {"id", id},
+                      {"base_version", base_version},
+                      {"steps", steps},
+                      {"samples", samples},
+                      {"reward_mean", reward_mean},
+                      {"reward_std", reward_std},
+                      {"accuracy", accuracy},
+                      {"codec", codec},
+                      {"payload_sha256", payload_sha256},
+                      {"payload_size", payload_size},
+                      {"created_ms", created_ms},
+                      {"seconds", seconds}};
   if (!signer.empty()) j["signer"] = signer;
   if (!signature.empty()) j["signature"] = signature;
   for (auto& [k, v] : extra.items())
@@ -43,7 +52,6 @@ std::string encode_update(UpdateHeader h, std::string_view payload, const ed2551
   h.payload_size = payload.size();
   if (key) {
     h.signer = ed25519::format_public_key(key->public_key());
-    h.signature.clear();
     h.signature = base64_encode(key->sign(update_signing_bytes(h)));
   }
   std::string js = h.to_json().dump();

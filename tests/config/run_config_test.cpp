@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -12,6 +11,7 @@
 
 #include "util/ed25519.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 using namespace brl;
 
@@ -138,22 +138,22 @@ TEST(AggregationConfig, NormBoundsValidation) {
 }
 
 TEST(SecurityConfig, KeyFileIsReadIntoTheList) {
-  auto a = ed25519::SigningKey::generate(), b = ed25519::SigningKey::generate(), c = ed25519::SigningKey::generate();
+  auto a = ed25519::SigningKey::generate(), b = ed25519::SigningKey::generate(), c = ed25519::SigningKey::generate(),
+       d = ed25519::SigningKey::generate();
   std::string ka = ed25519::format_public_key(a.public_key()), kb = ed25519::format_public_key(b.public_key());
-  // c's key as 64 hex digits, b's again (a duplicate), a comment, a blank line.
-  std::string hex_c;
-  for (unsigned char x : c.public_key()) {
-    char h[3];
-    std::snprintf(h, sizeof h, "%02x", x);
-    hex_c += h;
-  }
-  TempFile f("# workers of team A\n" + kb + "  # worker-b\n\n" + "ed25519:" + hex_c + "\n" + kb + "\n");
+  // c's key as 64 hex digits; d's as PEM, built by hand: the fixed SubjectPublicKeyInfo
+  // prefix of an Ed25519 key (RFC 8410) and the raw key; b's again (a duplicate); comments.
+  std::string hex_c = to_hex(reinterpret_cast<const unsigned char*>(c.public_key().data()), c.public_key().size());
+  std::string pem_d = "-----BEGIN PUBLIC KEY-----\n" + base64_encode(from_hex("302a300506032b6570032100").value() + d.public_key()) +
+                      "\n-----END PUBLIC KEY-----\n";
+  TempFile f("# workers of team A\n" + kb + "  # worker-b\n\n" + "ed25519:" + hex_c + "\n" + pem_d + kb + "\n");
   SecurityConfig s;
   s.allowed_keys = {ka};
   s.allowed_keys_file = f.path;
   s.resolve_key_file();
   EXPECT_TRUE(s.allowed_keys_file.empty());
-  EXPECT_EQ(s.allowed_keys, (std::vector<std::string>{ka, kb, ed25519::format_public_key(c.public_key())}));
+  EXPECT_EQ(s.allowed_keys, (std::vector<std::string>{ka, kb, ed25519::format_public_key(c.public_key()),
+                                                      ed25519::format_public_key(d.public_key())}));
 
   TempFile bad("# ok\n" + ka + "\nnot-a-key\n");
   SecurityConfig t;
