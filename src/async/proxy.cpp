@@ -23,6 +23,13 @@ using Clock = std::chrono::steady_clock;
 
 std::string reason_key(const std::string& reason) { return reason.substr(0, reason.find(':')); }
 
+double median_of(std::deque<double> v) {
+  size_t n = v.size(), mid = n / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  if (n % 2) return v[mid];
+  return 0.5 * (v[mid] + *std::max_element(v.begin(), v.begin() + mid));
+}
+
 // The server momentum of version v sits next to its payload, content-addressed like it (two
 // racing proxies never overwrite each other's); the manifest's stats.outer_state names it.
 std::string outer_state_key(int64_t v, const std::string& sha) {
@@ -69,13 +76,25 @@ void Proxy::load() {
   } else if (cfg_.aggregation.server_momentum > 0 && version_ > 0) {
     LOG_WARN("proxy: manifest v{} names no outer optimizer state; server momentum starts from zero", version_);
   }
-  // Deltas folded within the staleness window: a replay of one of them would otherwise pass.
+  allowed_keys_ = cfg_.security.public_keys();
+  // Ids and deltas considered within the staleness window: a replay of one of them would
+  // otherwise pass (older ones are stale). And the norms of the last accepted updates.
   seen_payloads_.clear();
-  for (int64_t v = version_; v >= 0 && v >= version_ - cfg_.aggregation.max_staleness - 1; --v) {
+  seen_ids_.clear();
+  std::vector<double> norms;  // newest first
+  const int64_t window = cfg_.aggregation.max_staleness + 1, n_norms = cfg_.aggregation.update_norm_window;
+  for (int64_t v = version_; v >= 0 && v >= version_ - std::max(window, n_norms); --v) {
+    if (v < version_ - window && static_cast<int64_t>(norms.size()) >= n_norms) break;
     auto old = v == version_ ? Result<protocol::Manifest>(m) : protocol::read_manifest(*store_, v);
     if (!old) break;
-    for (auto& u : old->updates) seen_payloads_[u.payload_sha256] = u.worker + "/" + u.id;
+    if (v >= version_ - window) {
+      for (auto& u : old->updates) seen_payloads_[u.payload_sha256] = u.worker + "/" + u.id, seen_ids_[u.worker + "/" + u.id] = v;
+      for (auto& r : old->rejected) seen_ids_[r.worker + "/" + r.id] = v;
+    }
+    for (auto u = old->updates.rbegin(); u != old->updates.rend() && static_cast<int64_t>(norms.size()) < n_norms; ++u)
+      if (u->norm > 0) norms.push_back(u->norm);
   }
+  recent_norms_.assign(norms.rbegin(), norms.rend());
   accepted_.clear();
   rejected_.clear();
   // A proxy that died between manifest and LATEST: finish its publish.
@@ -131,6 +150,7 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   const std::string id = k ? k->second : obj.key;
   auto reject = [&](const std::string& reason) {
     cursors_[worker] = id;
+    seen_ids_[worker + "/" + id] = version_ + 1;
     rejected_.push_back({worker, id, reason});
     ++counters_.rejected;
     ++counters_.rejected_by_reason[reason_key(reason)];
@@ -147,6 +167,11 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   auto p = protocol::parse_update(*body, obj.key);
   if (!p) return reject("corrupt: " + p.status().message());
   const auto& h = p->header;
+  // Nothing in the header is trusted before this.
+  if (std::string why = protocol::check_update_signature(h, allowed_keys_); !why.empty()) return reject(why);
+  // A (validly signed) update copied to another key names its original worker and id.
+  if (auto it = seen_ids_.find(h.worker + "/" + h.id); it != seen_ids_.end())
+    return reject("replay: update " + it->first + " was already considered for v" + std::to_string(it->second));
   if (h.worker != worker || h.id != id)
     return reject("mismatch: header says " + h.worker + "/" + h.id + ", the key " + worker + "/" + id);
   if (h.base_version > version_)
@@ -155,27 +180,45 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (staleness > cfg_.aggregation.max_staleness)
     return reject("stale: base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
                   " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
+  // The same bytes under another id (a replay) must not count twice.
+  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end())
+    return reject("replay: the same delta as update " + it->second);
   auto delta = codec::decode(p->payload);
   if (!delta) return reject("corrupt: " + delta.status().message());
   if (delta->size() != global_.size())
     return reject("shape: " + std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
+  double sq = 0;
   for (size_t i = 0; i < global_.size(); ++i) {
     const auto& d = (*delta)[i];
     if (d.name != global_[i].name || d.shape != global_[i].shape)
       return reject("shape: tensor " + d.name + " does not match the adapter's " + global_[i].name);
-    for (float x : d.data)
+    for (float x : d.data) {
       if (!std::isfinite(x)) return reject("nonfinite: tensor " + d.name + " holds NaN or Inf");
+      sq += static_cast<double>(x) * x;
+    }
+  }
+  const double norm = std::sqrt(sq);
+  const auto& agg = cfg_.aggregation;
+  if (agg.max_update_norm > 0 && norm > agg.max_update_norm)
+    return reject(fmt::format("norm: |delta| = {:.4g} exceeds max_update_norm = {:.4g}", norm, agg.max_update_norm));
+  if (agg.max_update_norm_ratio > 0 && recent_norms_.size() >= kMinNormHistory) {
+    double med = median_of(recent_norms_);
+    if (norm > agg.max_update_norm_ratio * med)
+      return reject(fmt::format("norm: |delta| = {:.4g} exceeds max_update_norm_ratio {:.4g} x {:.4g}, the median of the "
+                                "last {} accepted updates",
+                                norm, agg.max_update_norm_ratio, med, recent_norms_.size()));
   }
   Pending u;
   u.meta = {worker, id, sha256_hex(*body), h.payload_sha256, body->size(), h.base_version, staleness, h.steps, h.samples,
-            static_cast<double>(h.samples) * std::pow(1.0 + staleness, -cfg_.aggregation.staleness_exponent),
-            h.reward_mean, h.accuracy};
-  // The same bytes under another id (a replay) must not count twice.
-  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end())
-    return reject("replay: the same delta as update " + it->second);
+            static_cast<double>(h.samples) * std::pow(1.0 + staleness, -agg.staleness_exponent),
+            h.reward_mean, h.accuracy, norm, h.signer};
   u.delta = std::move(*delta);
   cursors_[worker] = id;
   seen_payloads_[h.payload_sha256] = worker + "/" + id;
+  seen_ids_[worker + "/" + id] = version_ + 1;
+  // A zero delta carries no scale information; a zero median would reject everything after it.
+  if (norm > 0) recent_norms_.push_back(norm);
+  while (static_cast<int64_t>(recent_norms_.size()) > agg.update_norm_window) recent_norms_.pop_front();
   ++counters_.accepted;
   accepted_.push_back(std::move(u));
   return true;

@@ -1,18 +1,28 @@
 // `bucketrl proxy`: folds worker updates into new global versions. Holds no state the
 // bucket does not: on start it reads the newest manifest, whose cursors say which update
 // of each worker was the last one considered, and continues after them. Each poll it lists
-// only the updates past those cursors, validates them (header, codec, shapes, finite values,
-// staleness), folds the accepted ones (weights ∝ samples × (1 + staleness)^-exponent; how:
+// only the updates past those cursors, validates them (header, signature, replays, staleness,
+// codec, shapes, finite values, norm bound), folds the accepted ones (weights ∝ samples × (1 + staleness)^-exponent; how:
 // async/aggregate.h) and publishes [outer optimizer state →] payload → manifest (create-only)
 // → LATEST. Also watches heartbeats (lost, straggling workers) and garbage-collects old
 // payloads and folded updates.
+//
+// Rejections carry a reason "<kind>: <details>" (counted by kind, listed in the manifest):
+// malformed, missing, corrupt, unsigned, unknown_key, forged (protocol/update.h), replay (an
+// update id or a delta already considered within the staleness window; older ones are
+// stale anyway), mismatch (header vs key), future, stale, shape, nonfinite, norm
+// ([aggregation] max_update_norm, or max_update_norm_ratio x the median norm of the last
+// update_norm_window accepted updates, once at least kMinNormHistory are known; the norms
+// are in the manifests, so a restarted proxy keeps the window).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +59,10 @@ struct ProxyCounters {
 
 class Proxy {
  public:
+  // The relative norm bound needs this many accepted norms before it applies (the absolute
+  // bound covers the start of a run).
+  static constexpr size_t kMinNormHistory = 3;
+
   explicit Proxy(ProxyOptions opt);
   ~Proxy();
   // Reads the run and the newest version from the bucket (again: after losing a publish race).
@@ -84,6 +98,9 @@ class Proxy {
   OuterState outer_;  // server momentum at version_ (from the manifest's stats.outer_state)
   std::map<std::string, std::string> cursors_;
   std::map<std::string, std::string> seen_payloads_;  // payload sha256 -> worker/id
+  std::map<std::string, int64_t> seen_ids_;           // worker/id -> version it was considered for
+  std::set<std::string> allowed_keys_;                // raw Ed25519 keys; empty = unsigned run
+  std::deque<double> recent_norms_;                   // |delta| of the last accepted, oldest first
   std::vector<Pending> accepted_;
   std::vector<protocol::RejectedUpdate> rejected_;
   std::map<std::string, WorkerHealth> health_;

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   cfg.validate();
+  cfg.security.resolve_key_file();  // run.json carries the keys themselves, not a local path
   const std::string dir = cfg.model.path;
   if (dir.empty() || !fs::is_directory(dir))
     throw UserError("init: base model folder '" + dir + "' does not exist", "set [model] path or --set model.path=DIR");
@@ -78,8 +79,11 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   once.create_only = true;
   once.content_type = "application/json";
   s.put(protocol::run_key(), run.to_json().dump(1), once).throw_if_error();
-  LOG_INFO("init: run {} in {}: base {} ({} files), version 0 published", run.run_id, s.describe(),
-           run.base_sha256.substr(0, 16), run.base_files.size());
+  LOG_INFO("init: run {} in {}: base {} ({} files), version 0 published; {}", run.run_id, s.describe(),
+           run.base_sha256.substr(0, 16), run.base_files.size(),
+           cfg.security.allowed_keys.empty() ? std::string("unsigned updates accepted (no [security] allowed_keys)")
+                                             : "only updates signed by one of " + std::to_string(cfg.security.allowed_keys.size()) +
+                                                   " allowed keys are folded");
   return run;
 }
 

@@ -12,7 +12,8 @@ namespace brl::async {
 
 // Uploads cfg.model.path (an HF folder) to base/, publishes global version 0 (the adapter as
 // PEFT initializes it, from lora.init_seed) and writes run.json last: a run whose run.json
-// exists is complete. Throws UserError if the bucket already holds a run.
+// exists is complete. [security] allowed_keys_file is read here: run.json stores the keys.
+// Throws UserError if the bucket already holds a run.
 protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg);
 
 // What a worker or evaluator needs to join a run: the run's config with model.path and the

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "util/ed25519.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -35,6 +37,29 @@ std::string default_worker_id() {
   for (char* p = host; *p && h.size() < 40; ++p)
     h += (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') ? *p : '-';
   return (h.empty() ? "worker" : h) + "-" + std::to_string(getpid());
+}
+
+// The key this worker signs with (--signing-key, else $BRL_SIGNING_KEY_FILE), checked against
+// the run's allow-list up front: a worker whose every update would be rejected must not start.
+std::optional<ed25519::SigningKey> signing_key(const std::string& worker, const std::string& option, const RunConfig& cfg) {
+  std::string path = option;
+  if (path.empty())
+    if (const char* e = std::getenv("BRL_SIGNING_KEY_FILE"); e) path = e;
+  auto allowed = cfg.security.public_keys();
+  if (path.empty()) {
+    if (allowed.empty()) return std::nullopt;
+    throw UserError("worker " + worker + ": this run folds only signed updates (" + std::to_string(allowed.size()) +
+                        " keys in [security] allowed_keys) and the worker has no signing key",
+                    "pass --signing-key NAME.pem or set BRL_SIGNING_KEY_FILE (create a key with `bucketrl keygen --out "
+                    "NAME`; the run's owner adds NAME.pub to allowed_keys)");
+  }
+  auto key = ed25519::SigningKey::load(path);
+  if (!allowed.empty() && !allowed.count(key.public_key()))
+    throw UserError("worker " + worker + ": signing key '" + path + "' (" + ed25519::format_public_key(key.public_key()) +
+                        ") is not one of the run's " + std::to_string(allowed.size()) + " allowed keys",
+                    "use a key whose public half is in the run's [security] allowed_keys (run.json), or start a run "
+                    "that lists this one");
+  return key;
 }
 
 // The heartbeat, shared between the training thread (which fills it) and the beat thread.
@@ -117,6 +142,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   auto store = protocol::open_bucket(opt.bucket);
   auto run = protocol::read_run(*store).value();
   RunConfig cfg = join_run(*store, run, opt.cache_dir);
+  const auto key = signing_key(id, opt.signing_key, cfg);
   int threads = opt.threads > 0 ? opt.threads : cfg.train.threads;
   if (threads > 0) at::set_num_threads(threads);
 
@@ -151,8 +177,9 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     beater.update([&](protocol::Heartbeat& h) { h.version = v; });
   };
   adopt(protocol::newest_version(*store).value());
-  LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads)", id, run.run_id, version,
-           opt.shard, opt.num_shards, at::get_num_threads());
+  LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id, run.run_id, version,
+           opt.shard, opt.num_shards, at::get_num_threads(),
+           key ? "signing as " + ed25519::format_public_key(key->public_key()) : std::string("unsigned updates"));
 
   // Update ids must sort after every earlier one of this worker, across restarts.
   int64_t last_ms = 0;
@@ -210,7 +237,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     h.codec = cfg.sync.codec;
     h.created_ms = protocol::now_ms();
     h.seconds = since(win.start);
-    std::string obj = protocol::encode_update(h, payload);
+    std::string obj = protocol::encode_update(h, payload, key ? &*key : nullptr);
     store::PutOptions once;
     once.create_only = true;
     Status st = store->put(protocol::update_key(id, h.id), obj, once);

@@ -3,6 +3,8 @@
 // steps) uploads its delta against the state it started from; then adopts a newer global
 // version if there is one. It never waits for the proxy or another worker. Heartbeats go
 // out from a background thread every heartbeat_interval_s, metrics lines in batches.
+// With a signing key every update is signed (Ed25519, protocol/update.h); a run with
+// [security] allowed_keys refuses to start a worker whose key is missing or not allowed.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@ struct WorkerOptions {
   double time_limit_s = 0;        // stop after this long (0 = until stopped)
   int64_t max_steps = 0;          // stop after this many steps (0 = no limit)
   double slowdown = 1.0;          // tests/benchmarks: sleep (slowdown-1) x step time after each step
+  std::string signing_key;        // Ed25519 private key (PEM) file; "" = $BRL_SIGNING_KEY_FILE, else unsigned
 };
 
 struct WorkerSummary {

@@ -64,6 +64,7 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--max-steps", o.max_steps, "stop after this many GRPO steps");
   app.add_option("--slowdown", o.slowdown, "benchmarks: run this many times slower");
+  app.add_option("--signing-key", o.signing_key, "Ed25519 private key (PEM) to sign updates with (env BRL_SIGNING_KEY_FILE)");
   return [] {
     parse_shard(shard, &o.shard, &o.num_shards);
     cli::init_compute(o.threads);
@@ -111,9 +112,11 @@ cli::Register proxy_reg("proxy", "fold worker updates into new global versions; 
     }
     p.run(stop);
     auto& c = p.counters();
-    std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates\n",
+    std::string why;
+    for (auto& [reason, n] : c.rejected_by_reason) why += (why.empty() ? " (" : ", ") + reason + " " + std::to_string(n);
+    std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates%s\n",
                 static_cast<long long>(p.version()), static_cast<long long>(c.published), static_cast<long long>(c.accepted),
-                static_cast<long long>(c.rejected));
+                static_cast<long long>(c.rejected), why.empty() ? "" : (why + ")").c_str());
     return 0;
   };
 });

@@ -1,5 +1,9 @@
 #include "config/async_config.h"
 
+#include <cmath>
+#include <fstream>
+
+#include "util/ed25519.h"
 #include "util/error.h"
 
 namespace brl {
@@ -63,7 +67,11 @@ ConfigTable AggregationConfig::table() {
       .add("staleness_exponent", &staleness_exponent, "weight = samples * (1 + staleness)^-exponent")
       .add("server_learning_rate", &server_learning_rate, "global += lr * weighted mean delta")
       .add("server_momentum", &server_momentum, "Nesterov momentum of the outer step (0 = off)")
-      .add("trim_ratio", &trim_ratio, "trimmed_mean: fraction of the updates dropped at each end");
+      .add("trim_ratio", &trim_ratio, "trimmed_mean: fraction of the updates dropped at each end")
+      .add("max_update_norm", &max_update_norm, "reject an update whose delta norm exceeds this (0 = off)")
+      .add("max_update_norm_ratio", &max_update_norm_ratio,
+           "reject an update whose delta norm exceeds ratio x the median of recently accepted ones (0 = off)")
+      .add("update_norm_window", &update_norm_window, "accepted updates the median norm is taken over");
   return t;
 }
 
@@ -76,6 +84,75 @@ void AggregationConfig::validate() const {
   if (!(server_momentum >= 0 && server_momentum < 1))
     bad("aggregation", "server_momentum", std::to_string(server_momentum), "must be in [0, 1)");
   if (!(trim_ratio >= 0 && trim_ratio < 0.5)) bad("aggregation", "trim_ratio", std::to_string(trim_ratio), "must be in [0, 0.5)");
+  if (!(max_update_norm >= 0 && std::isfinite(max_update_norm)))
+    bad("aggregation", "max_update_norm", std::to_string(max_update_norm), "must be >= 0 (0 = off)");
+  if (!(max_update_norm_ratio == 0 || (max_update_norm_ratio >= 1 && std::isfinite(max_update_norm_ratio))))
+    bad("aggregation", "max_update_norm_ratio", std::to_string(max_update_norm_ratio),
+        "must be 0 (off) or >= 1 (a ratio below 1 would reject most honest updates)");
+  if (update_norm_window < 3 || update_norm_window > 10000)
+    bad("aggregation", "update_norm_window", std::to_string(update_norm_window), "must be in [3, 10000]");
+}
+
+ConfigTable SecurityConfig::table() {
+  ConfigTable t("security");
+  t.add("allowed_keys", &allowed_keys, "Ed25519 public keys allowed to contribute (ed25519:<base64>); empty = unsigned run")
+      .add("allowed_keys_file", &allowed_keys_file, "a file of more allowed keys, one per line (read by init)");
+  return t;
+}
+
+namespace {
+// One allowed key -> its 32 raw bytes; the error quotes the start of the entry (enough to
+// find it, too little to leak a private key pasted there by mistake).
+std::string parse_allowed_key(const std::string& text, const std::string& where) {
+  std::string quoted = text.size() > 24 ? text.substr(0, 24) + "..." : text;
+  if (text.find("PRIVATE") != std::string::npos) quoted = "<a private key>";
+  auto k = ed25519::parse_public_key(text, where + " \"" + quoted + "\"");
+  if (!k) throw UserError(k.status().message(), "paste the line of the worker's NAME.pub file");
+  return *k;
+}
+std::vector<std::string> parse_allowed_keys(const std::vector<std::string>& keys) {
+  std::vector<std::string> raw;
+  for (size_t i = 0; i < keys.size(); ++i)
+    raw.push_back(parse_allowed_key(keys[i], "[security] allowed_keys[" + std::to_string(i) + "]"));
+  return raw;
+}
+}  // namespace
+
+std::set<std::string> SecurityConfig::public_keys() const {
+  auto raw = parse_allowed_keys(allowed_keys);
+  return {raw.begin(), raw.end()};
+}
+
+void SecurityConfig::validate() const { (void)public_keys(); }
+
+void SecurityConfig::resolve_key_file() {
+  std::vector<std::string> raw = parse_allowed_keys(allowed_keys);
+  if (!allowed_keys_file.empty()) {
+    std::ifstream f(allowed_keys_file);
+    if (!f)
+      throw UserError("[security] allowed_keys_file = \"" + allowed_keys_file + "\": cannot read it",
+                      "give the path of a file with one public key (a NAME.pub line) per line");
+    std::string pem, line;
+    for (int n = 1; std::getline(f, line); ++n) {
+      if (!pem.empty() || line.rfind("-----BEGIN", 0) == 0) {  // a PEM public key spans lines
+        pem += line + "\n";
+        if (line.rfind("-----END", 0) == 0) {
+          raw.push_back(parse_allowed_key(pem, allowed_keys_file + ":" + std::to_string(n)));
+          pem.clear();
+        }
+        continue;
+      }
+      line = line.substr(0, line.find('#'));
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      raw.push_back(parse_allowed_key(line, allowed_keys_file + ":" + std::to_string(n)));
+    }
+    if (!pem.empty()) throw UserError(allowed_keys_file + ": a PEM block is not closed by an -----END line");
+  }
+  std::set<std::string> seen;
+  allowed_keys.clear();
+  for (auto& k : raw)
+    if (seen.insert(k).second) allowed_keys.push_back(ed25519::format_public_key(k));
+  allowed_keys_file.clear();
 }
 
 }  // namespace brl

@@ -1,9 +1,12 @@
 // Settings of the asynchronous run over a bucket: what workers do ([sync]), what the proxy
-// does ([proxy]) and how it folds updates ([aggregation]). They live in run.json with the
-// rest of the run, so every process of a run agrees on them.
+// does ([proxy]), how it folds updates ([aggregation]) and whose updates it folds
+// ([security]). They live in run.json with the rest of the run, so every process of a run
+// agrees on them.
 #pragma once
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include "util/config_table.h"
 
@@ -44,8 +47,31 @@ struct AggregationConfig {
   double server_learning_rate = 1.0;  // global += lr * weighted mean delta
   double server_momentum = 0;      // Nesterov momentum of the outer step (0 = off, e.g. 0.9)
   double trim_ratio = 0.2;         // trimmed_mean: fraction of the updates dropped at each end
+  // Norm bounds on one update (the L2 norm of its decoded delta over all tensors):
+  double max_update_norm = 0;       // reject |delta| above this (0 = off)
+  double max_update_norm_ratio = 0; // reject |delta| above ratio x the median |delta| of the
+                                    // last update_norm_window accepted updates (0 = off)
+  int update_norm_window = 20;
   ConfigTable table();
   void validate() const;
+};
+
+// Who may contribute. With allowed_keys set, the proxy folds only updates signed (Ed25519)
+// by one of these keys; without, it accepts unsigned updates (protocol/update.h).
+struct SecurityConfig {
+  // "ed25519:<base64>" lines as `bucketrl keygen --out NAME` writes to NAME.pub (also
+  // "ed25519:<64 hex digits>" or PEM public keys).
+  std::vector<std::string> allowed_keys;
+  // A file of more keys, one per line ('#' comments), e.g. `cat keys/*.pub > allowed_keys`;
+  // `bucketrl init` reads it and stores its keys in run.json's allowed_keys.
+  std::string allowed_keys_file;
+  ConfigTable table();
+  void validate() const;
+  // The raw 32-byte keys of allowed_keys; throws UserError quoting a bad entry.
+  std::set<std::string> public_keys() const;
+  // Reads allowed_keys_file into allowed_keys (then clears it) and rewrites every key in the
+  // one-line base64 form, without duplicates. Throws UserError naming the file and line.
+  void resolve_key_file();
 };
 
 }  // namespace brl

@@ -66,7 +66,7 @@ ConfigTable train_table(TrainConfig& c) {
 
 std::vector<ConfigTable> tables(RunConfig& c) {
   return {model_table(c.model), c.lora.table(), c.grpo.table(), task_table(c.task), train_table(c.train),
-          c.sync.table(),         c.proxy.table(), c.aggregation.table()};
+          c.sync.table(),         c.proxy.table(), c.aggregation.table(), c.security.table()};
 }
 
 }  // namespace
@@ -141,6 +141,7 @@ void RunConfig::validate() const {
   sync.validate();
   proxy.validate();
   aggregation.validate();
+  security.validate();
 }
 
 nlohmann::json RunConfig::to_json() {

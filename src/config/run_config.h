@@ -40,6 +40,7 @@ struct RunConfig {
   SyncConfig sync;
   ProxyConfig proxy;
   AggregationConfig aggregation;
+  SecurityConfig security;
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_string(const std::string& text, const std::string& source);

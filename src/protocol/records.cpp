@@ -74,10 +74,13 @@ Result<RunDescription> RunDescription::parse(std::string_view text, const std::s
 
 nlohmann::json Manifest::to_json() const {
   nlohmann::json ups = nlohmann::json::array(), rej = nlohmann::json::array();
-  for (auto& u : updates)
+  for (auto& u : updates) {
     ups.push_back({{"worker", u.worker}, {"id", u.id}, {"sha256", u.sha256}, {"payload_sha256", u.payload_sha256}, {"size", u.size},
                    {"base_version", u.base_version}, {"staleness", u.staleness}, {"steps", u.steps},
-                   {"samples", u.samples}, {"weight", u.weight}, {"reward_mean", u.reward_mean}, {"accuracy", u.accuracy}});
+                   {"samples", u.samples}, {"weight", u.weight}, {"reward_mean", u.reward_mean}, {"accuracy", u.accuracy},
+                   {"norm", u.norm}});
+    if (!u.signer.empty()) ups.back()["signer"] = u.signer;
+  }
   for (auto& r : rejected) rej.push_back({{"worker", r.worker}, {"id", r.id}, {"reason", r.reason}});
   return {{"version", version}, {"parent", parent}, {"created_ms", created_ms}, {"proxy", proxy},
           {"payload", {{"key", payload_key}, {"sha256", payload_sha256}, {"size", payload_size}}},
@@ -101,7 +104,8 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
       m.updates.push_back({u.at("worker").get<std::string>(), u.at("id").get<std::string>(), u.at("sha256").get<std::string>(),
                            u.at("payload_sha256").get<std::string>(), u.at("size").get<uint64_t>(), u.at("base_version").get<int64_t>(), u.at("staleness").get<int64_t>(),
                            u.at("steps").get<int64_t>(), u.at("samples").get<int64_t>(), u.at("weight").get<double>(),
-                           u.at("reward_mean").get<double>(), u.at("accuracy").get<double>()});
+                           u.at("reward_mean").get<double>(), u.at("accuracy").get<double>(), u.value("norm", 0.0),
+                           u.value("signer", "")});
     for (auto& r : j.at("rejected"))
       m.rejected.push_back({r.at("worker").get<std::string>(), r.at("id").get<std::string>(), r.at("reason").get<std::string>()});
     m.cursors = j.at("cursors").get<std::map<std::string, std::string>>();

@@ -42,6 +42,8 @@ struct FoldedUpdate {
   uint64_t size = 0;
   int64_t base_version = 0, staleness = 0, steps = 0, samples = 0;
   double weight = 0, reward_mean = 0, accuracy = 0;
+  double norm = 0;                 // L2 norm of the decoded delta (0: unknown, older manifests)
+  std::string signer{};            // "ed25519:<base64>" of a signed update, else ""
 };
 
 struct RejectedUpdate {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "util/ed25519.h"
 #include "util/hash.h"
 
 namespace brl::protocol {
@@ -10,6 +11,8 @@ namespace brl::protocol {
 namespace {
 constexpr std::string_view kMagic = "BRLUPD1\n";
 constexpr uint32_t kMaxHeader = 1 << 20;
+// Separates update signatures from anything else a key might sign.
+constexpr std::string_view kSigningDomain = "bucketrl update signature v1\n";
 
 Status corrupt(const std::string& label, const std::string& what) {
   return {StatusCode::kCorrupt, "update " + label + ": " + what};
@@ -17,16 +20,40 @@ Status corrupt(const std::string& label, const std::string& what) {
 }  // namespace
 
 nlohmann::json UpdateHeader::to_json() const {
-  return {{"format", format},         {"worker", worker},       {"id", id},
-          {"base_version", base_version}, {"steps", steps},     {"samples", samples},
-          {"reward_mean", reward_mean}, {"reward_std", reward_std}, {"accuracy", accuracy},
-          {"codec", codec},           {"payload_sha256", payload_sha256}, {"payload_size", payload_size},
-          {"created_ms", created_ms}, {"seconds", seconds}};
+  nlohmann::json j = {{"format", format},
+                      {"worker", worker},
+                      {"id", id},
+                      {"base_version", base_version},
+                      {"steps", steps},
+                      {"samples", samples},
+                      {"reward_mean", reward_mean},
+                      {"reward_std", reward_std},
+                      {"accuracy", accuracy},
+                      {"codec", codec},
+                      {"payload_sha256", payload_sha256},
+                      {"payload_size", payload_size},
+                      {"created_ms", created_ms},
+                      {"seconds", seconds}};
+  if (!signer.empty()) j["signer"] = signer;
+  if (!signature.empty()) j["signature"] = signature;
+  for (auto& [k, v] : extra.items())
+    if (!j.contains(k)) j[k] = v;
+  return j;
 }
 
-std::string encode_update(UpdateHeader h, std::string_view payload) {
+std::string update_signing_bytes(const UpdateHeader& h) {
+  nlohmann::json j = h.to_json();
+  j.erase("signature");
+  return std::string(kSigningDomain) + j.dump();
+}
+
+std::string encode_update(UpdateHeader h, std::string_view payload, const ed25519::SigningKey* key) {
   h.payload_sha256 = sha256_hex(payload);
   h.payload_size = payload.size();
+  if (key) {
+    h.signer = ed25519::format_public_key(key->public_key());
+    h.signature = base64_encode(key->sign(update_signing_bytes(h)));
+  }
   std::string js = h.to_json().dump();
   std::string out(kMagic);
   uint32_t n = static_cast<uint32_t>(js.size());
@@ -64,6 +91,11 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
     h.payload_size = j.at("payload_size").get<uint64_t>();
     h.created_ms = j.at("created_ms").get<int64_t>();
     h.seconds = j.value("seconds", 0.0);
+    h.signer = j.value("signer", "");
+    h.signature = j.value("signature", "");
+    nlohmann::json known = h.to_json();
+    for (auto& [k, v] : j.items())
+      if (!known.contains(k) && k != "signer" && k != "signature") h.extra[k] = v;
   } catch (const nlohmann::json::exception& e) {
     return corrupt(label, std::string("header field missing or of the wrong type: ") + e.what());
   }
@@ -76,6 +108,21 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
   p.payload = bytes.substr(off);
   if (sha256_hex(p.payload) != h.payload_sha256) return corrupt(label, "payload sha256 does not match the header");
   return p;
+}
+
+std::string check_update_signature(const UpdateHeader& h, const std::set<std::string>& allowed) {
+  if (h.signer.empty() && h.signature.empty())
+    return allowed.empty() ? "" : "unsigned: the run accepts only updates signed by one of its " + std::to_string(allowed.size()) +
+                                      " allowed keys ([security] allowed_keys)";
+  auto key = ed25519::parse_public_key(h.signer, "signer");
+  if (!key) return "forged: " + key.status().message();
+  auto sig = base64_decode(h.signature);
+  if (!sig || sig->size() != ed25519::kSignatureSize) return "forged: the signature field is not a base64 Ed25519 signature";
+  // Before verifying: an unknown key is reported as such even when its signature is good.
+  if (!allowed.empty() && !allowed.count(*key)) return "unknown_key: " + ed25519::format_public_key(*key) + " is not in [security] allowed_keys";
+  if (!ed25519::verify(*key, update_signing_bytes(h), *sig))
+    return "forged: the signature of " + ed25519::format_public_key(*key) + " does not match the header and payload";
+  return "";
 }
 
 std::string make_update_id(int64_t ms, uint64_t random) {

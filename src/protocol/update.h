@@ -3,6 +3,12 @@
 // global version, with how much work, and how the payload is encoded; payload_sha256 binds
 // the two so a bit flip anywhere is caught before the payload is decoded.
 //
+// Signed updates: `signer` names the worker's Ed25519 public key and `signature` signs
+// update_signing_bytes(header), i.e. every header field but the signature itself, and with
+// payload_sha256 and payload_size the payload. Changing any of them, or the payload, after
+// signing breaks the signature. Whether a run requires signatures, and from which keys, is
+// its [security] allowed_keys (check_update_signature below).
+//
 //   "BRLUPD1\n" | u32 little-endian header length | header JSON | payload bytes
 #pragma once
 
@@ -10,10 +16,15 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
 #include "util/status.h"
+
+namespace brl::ed25519 {
+class SigningKey;
+}
 
 namespace brl::protocol {
 
@@ -29,12 +40,35 @@ struct UpdateHeader {
   uint64_t payload_size = 0;
   int64_t created_ms = 0;
   double seconds = 0;           // wall time the steps took
+  std::string signer;           // "ed25519:<base64 public key>"; "" = unsigned
+  std::string signature;        // base64 Ed25519 signature of update_signing_bytes()
+  // Header fields this build does not know (from a newer worker), kept so that re-encoding
+  // and signature checks see the header as it was written.
+  nlohmann::json extra = nlohmann::json::object();
 
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const;  // signer/signature only when set
 };
 
-// Builds the object; fills payload_sha256/payload_size from the payload.
-std::string encode_update(UpdateHeader h, std::string_view payload);
+// Builds the object; fills payload_sha256/payload_size from the payload. With a key it signs
+// the header (setting signer and signature); without one it writes signer and signature as
+// they are in h (empty: an unsigned update).
+std::string encode_update(UpdateHeader h, std::string_view payload, const ed25519::SigningKey* key = nullptr);
+
+// What a signature covers: a domain tag, then the header's JSON without "signature" (keys
+// sorted, so both sides produce the same bytes from the same fields).
+std::string update_signing_bytes(const UpdateHeader& h);
+
+// The run's signature rule for one parsed update (parse_update has already checked the
+// payload against payload_sha256). `allowed`: the raw public keys of [security] allowed_keys.
+// Returns "" when the update may be folded, else a rejection reason "<kind>: <details>":
+//   unsigned     the run has an allow-list and the update carries no signature;
+//   unknown_key  signed by a key that is not on the allow-list;
+//   forged       the signature does not verify: a header field or the payload was changed
+//                after signing, the signature was made by another key, or the signer or
+//                signature field is malformed.
+// Without an allow-list unsigned updates pass, and signed ones are still verified against
+// their own signer (catching changes after signing, not proving who signed).
+std::string check_update_signature(const UpdateHeader& h, const std::set<std::string>& allowed);
 
 struct ParsedUpdate {
   UpdateHeader header;

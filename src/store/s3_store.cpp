@@ -31,18 +31,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string base64(const unsigned char* p, size_t n) {
-  std::string out(4 * ((n + 2) / 3), '\0');
-  int k = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), p, static_cast<int>(n));
-  out.resize(static_cast<size_t>(k));
-  return out;
-}
-
 // md5 (raw) and sha256 (hex) of a buffer or a file range, in one pass.
 struct Digests {
   std::string md5_raw, md5_hex, sha256_hex;
   std::string content_md5() const {
-    return base64(reinterpret_cast<const unsigned char*>(md5_raw.data()), md5_raw.size());
+    return base64_encode(md5_raw);
   }
 };
 

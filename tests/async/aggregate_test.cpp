@@ -24,6 +24,7 @@
 #include "store/local_store.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "proxy_util.h"
 
 using namespace brl;
 using namespace brl::async;
@@ -402,14 +403,9 @@ INSTANTIATE_TEST_SUITE_P(Attacks, Robust, ::testing::Values(100.0f, -100.0f),
 
 namespace {
 
-struct Bucket {
-  fs::path dir;
-  Bucket() {
-    char t[] = "/tmp/brl_aggregate_XXXXXX";
-    dir = mkdtemp(t);
-  }
-  ~Bucket() { fs::remove_all(dir); }
-};
+using test::TempDir;
+using test::make_run;
+using test::upload;
 
 RunConfig proxy_config() {
   RunConfig c;
@@ -418,36 +414,6 @@ RunConfig proxy_config() {
   c.aggregation.server_momentum = 0.9;
   c.proxy.keep_versions = 2;
   return c;
-}
-
-// run.json + version 0, as `bucketrl init` leaves them (without a base model: the proxy
-// never reads it).
-void make_run(store::ObjectStore& s, RunConfig cfg, const std::vector<Tensor>& v0) {
-  protocol::Manifest m;
-  m.version = 0;
-  m.parent = -1;
-  m.proxy = "init";
-  ASSERT_TRUE(protocol::publish_version(s, m, protocol::encode_adapter(v0)).is_ok());
-  protocol::RunDescription r;
-  r.run_id = "agg";
-  r.base_files = {{"config.json", std::string(64, 'a'), 10}};
-  r.base_sha256 = sha256_hex(protocol::base_digest(r.base_files));
-  r.config = cfg.to_json();
-  ASSERT_TRUE(s.put(protocol::run_key(), r.to_json().dump()).is_ok());
-}
-
-void upload(store::ObjectStore& s, const std::string& worker, int64_t seq, int64_t base, int64_t samples, const std::vector<Tensor>& d) {
-  protocol::UpdateHeader h;
-  h.worker = worker;
-  h.id = protocol::make_update_id(1700000000000 + seq, 0x1000 + seq);
-  h.base_version = base;
-  h.steps = 1;
-  h.samples = samples;
-  h.codec = "fp32";
-  h.created_ms = 1700000000000 + seq;
-  codec::Options o;
-  o.kind = codec::Kind::fp32;
-  ASSERT_TRUE(s.put(protocol::update_key(worker, h.id), protocol::encode_update(h, codec::encode(d, o))).is_ok());
 }
 
 }  // namespace
@@ -480,11 +446,11 @@ TEST(ProxyRestart, ContinuesTheMomentumExactly) {
       EXPECT_EQ(proxy->version(), v + 1);
     }
   };
-  Bucket a, b;
-  run(a.dir.string(), -1);
-  run(b.dir.string(), 3);
+  TempDir a, b;
+  run(a.str(), -1);
+  run(b.str(), 3);
 
-  store::LocalStore sa(a.dir.string()), sb(b.dir.string());
+  store::LocalStore sa(a.str()), sb(b.str());
   for (int64_t v = 1; v <= 6; ++v) {
     auto ma = protocol::read_manifest(sa, v).value(), mb = protocol::read_manifest(sb, v).value();
     EXPECT_EQ(ma.payload_sha256, mb.payload_sha256) << "version " << v;
@@ -509,10 +475,10 @@ TEST(ProxyRestart, ContinuesTheMomentumExactly) {
 // A manifest naming a state that is not there: the proxy refuses to start rather than
 // restart the momentum from zero.
 TEST(ProxyRestart, MissingStateIsAnError) {
-  Bucket a;
+  TempDir a;
   std::mt19937 gen(8);
   auto v0 = module(2, 4, 4, gen);
-  const std::string dir = a.dir.string();
+  const std::string dir = a.str();
   {
     auto s = protocol::open_bucket(dir);
     make_run(*s, proxy_config(), v0);

@@ -1,10 +1,17 @@
 #include "config/run_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
 
+#include "util/ed25519.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 using namespace brl;
 
@@ -17,6 +24,20 @@ std::string error_of(const std::function<void()>& f) {
   }
   return "";
 }
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& text) {
+    char t[] = "/tmp/brl_keys_XXXXXX";
+    int fd = mkstemp(t);
+    close(fd);
+    path = t;
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+};
 }  // namespace
 
 TEST(RunConfig, TomlSectionsAndOverrides) {
@@ -86,4 +107,76 @@ TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   c.apply_overrides({"sync.sync_steps=4"});
   EXPECT_NO_THROW(c.validate());
   EXPECT_EQ(RunConfig::from_toml_string("[sync]\nmode = \"sync\"\nsync_steps = 2\n", "run.toml").sync.mode, "sync");
+}
+
+// [security] allowed_keys / allowed_keys_file and the [aggregation] norm bounds: validation
+// that quotes the value, and the key file `bucketrl init` reads (comments, PEM blocks,
+// duplicates, errors naming file and line).
+TEST(SecurityConfig, TomlAndValidation) {
+  auto a = ed25519::SigningKey::generate(), b = ed25519::SigningKey::generate();
+  std::string ka = ed25519::format_public_key(a.public_key()), kb = ed25519::format_public_key(b.public_key());
+  auto c = RunConfig::from_toml_string("[security]\nallowed_keys = [\"" + ka + "\", \"" + kb + "\"]\n", "run.toml");
+  c.validate();
+  EXPECT_EQ(c.security.public_keys(), (std::set<std::string>{a.public_key(), b.public_key()}));
+  EXPECT_EQ(c.to_json()["security"]["allowed_keys"][1], kb);
+  EXPECT_TRUE(RunConfig().security.public_keys().empty());  // default: an unsigned run
+
+  c.security.allowed_keys.push_back("ed25519:AAAA");
+  std::string e = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(e, "[security] allowed_keys[2] \"ed25519:AAAA\"")) << e;
+  EXPECT_TRUE(has(e, "NAME.pub")) << e;
+  // A private key pasted into the list is not echoed back.
+  c.security.allowed_keys.back() = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAbcdefghijklmnopqrstuvwxyz0123456789\n-----END PRIVATE KEY-----";
+  e = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(e, "<a private key>")) << e;
+  EXPECT_FALSE(has(e, "MC4CAQ")) << e;
+}
+
+TEST(AggregationConfig, NormBoundsValidation) {
+  auto msg = [](const std::function<void(AggregationConfig&)>& edit) {
+    AggregationConfig c;
+    edit(c);
+    return error_of([&] { c.validate(); });
+  };
+  EXPECT_EQ(msg([](AggregationConfig& c) { c.max_update_norm = 5, c.max_update_norm_ratio = 10, c.update_norm_window = 8; }), "");
+  std::string e = msg([](AggregationConfig& c) { c.max_update_norm = -1; });
+  EXPECT_TRUE(has(e, "[aggregation] max_update_norm = -1")) << e;
+  e = msg([](AggregationConfig& c) { c.max_update_norm_ratio = 0.5; });
+  EXPECT_TRUE(has(e, "[aggregation] max_update_norm_ratio = 0.5")) << e;
+  EXPECT_TRUE(has(e, ">= 1")) << e;
+  e = msg([](AggregationConfig& c) { c.update_norm_window = 1; });
+  EXPECT_TRUE(has(e, "[aggregation] update_norm_window = 1")) << e;
+  auto c = RunConfig::from_toml_string("[aggregation]\nmax_update_norm = 2.5\nmax_update_norm_ratio = 10\n", "run.toml");
+  EXPECT_EQ(c.aggregation.max_update_norm, 2.5);
+  EXPECT_EQ(c.aggregation.max_update_norm_ratio, 10);
+}
+
+TEST(SecurityConfig, KeyFileIsReadIntoTheList) {
+  auto a = ed25519::SigningKey::generate(), b = ed25519::SigningKey::generate(), c = ed25519::SigningKey::generate(),
+       d = ed25519::SigningKey::generate();
+  std::string ka = ed25519::format_public_key(a.public_key()), kb = ed25519::format_public_key(b.public_key());
+  // c's key as 64 hex digits; d's as PEM, built by hand: the fixed SubjectPublicKeyInfo
+  // prefix of an Ed25519 key (RFC 8410) and the raw key; b's again (a duplicate); comments.
+  std::string hex_c = to_hex(reinterpret_cast<const unsigned char*>(c.public_key().data()), c.public_key().size());
+  std::string pem_d = "-----BEGIN PUBLIC KEY-----\n" + base64_encode(from_hex("302a300506032b6570032100").value() + d.public_key()) +
+                      "\n-----END PUBLIC KEY-----\n";
+  TempFile f("# workers of team A\n" + kb + "  # worker-b\n\n" + "ed25519:" + hex_c + "\n" + pem_d + kb + "\n");
+  SecurityConfig s;
+  s.allowed_keys = {ka};
+  s.allowed_keys_file = f.path;
+  s.resolve_key_file();
+  EXPECT_TRUE(s.allowed_keys_file.empty());
+  EXPECT_EQ(s.allowed_keys, (std::vector<std::string>{ka, kb, ed25519::format_public_key(c.public_key()),
+                                                      ed25519::format_public_key(d.public_key())}));
+
+  TempFile bad("# ok\n" + ka + "\nnot-a-key\n");
+  SecurityConfig t;
+  t.allowed_keys_file = bad.path;
+  std::string e = error_of([&] { t.resolve_key_file(); });
+  EXPECT_TRUE(has(e, bad.path + ":3")) << e;
+
+  SecurityConfig u;
+  u.allowed_keys_file = "/nonexistent/keys";
+  e = error_of([&] { u.resolve_key_file(); });
+  EXPECT_TRUE(has(e, "allowed_keys_file = \"/nonexistent/keys\"")) << e;
 }

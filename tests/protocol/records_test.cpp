@@ -1,10 +1,11 @@
 // The protocol's objects through a real directory store: update framing and its integrity
-// checks, manifests, publishing (create-only commit point), newest-version discovery past a
+// checks and signatures, manifests, publishing (create-only commit point), newest-version discovery past a
 // stale LATEST, and the run verifier catching what it exists to catch.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "protocol/bucket.h"
 #include "protocol/health.h"
@@ -13,6 +14,7 @@
 #include "protocol/update.h"
 #include "protocol/verify.h"
 #include "store/local_store.h"
+#include "util/ed25519.h"
 #include "util/hash.h"
 
 using namespace brl;
@@ -108,6 +110,111 @@ TEST(Update, EveryTruncationAndBitFlipIsCaught) {
   EXPECT_NE(p.status().message().find("header length"), std::string::npos);
 }
 
+namespace {
+const std::string kPayload = "payload bytes";
+UpdateHeader parsed(const std::string& obj) { return parse_update(obj, "u").value().header; }
+std::string kind(const std::string& reason) { return reason.substr(0, reason.find(':')); }
+}  // namespace
+
+// Signed updates: changing any header field or the payload after signing, a signature by
+// another key, an unknown key, a missing signature in a run with an allow-list and malformed
+// signature fields are each refused with their reason; unsigned objects keep the old bytes.
+TEST(SignedUpdate, RoundTrip) {
+  auto key = ed25519::SigningKey::generate();
+  std::string obj = encode_update(header(), kPayload, &key);
+  auto p = parse_update(obj, "u").value();
+  EXPECT_EQ(p.payload, kPayload);
+  EXPECT_EQ(p.header.signer, ed25519::format_public_key(key.public_key()));
+  EXPECT_EQ(base64_decode(p.header.signature).value().size(), ed25519::kSignatureSize);
+  EXPECT_EQ(check_update_signature(p.header, {key.public_key()}), "");
+  EXPECT_EQ(check_update_signature(p.header, {}), "");  // no allow-list: verified against its own signer
+  // The signature is over the header without it, under the domain tag.
+  EXPECT_TRUE(ed25519::verify(key.public_key(), update_signing_bytes(p.header), base64_decode(p.header.signature).value()));
+  EXPECT_EQ(update_signing_bytes(p.header).rfind("bucketrl update signature v1\n", 0), 0u);
+  EXPECT_EQ(update_signing_bytes(p.header).find("\"signature\""), std::string::npos);
+  // A field this build does not know (a newer worker's) is kept, and signed like the rest.
+  UpdateHeader f = header();
+  f.extra["future_field"] = {{"a", 1}};
+  UpdateHeader back = parse_update(encode_update(f, kPayload, &key), "u").value().header;
+  EXPECT_EQ(back.extra, f.extra);
+  EXPECT_EQ(check_update_signature(back, {key.public_key()}), "");
+  back.extra["future_field"]["a"] = 2;
+  EXPECT_EQ(check_update_signature(back, {key.public_key()}).substr(0, 7), "forged:");
+}
+
+TEST(SignedUpdate, UnsignedObjectsAreUnchanged) {
+  std::string obj = encode_update(header(), kPayload);
+  EXPECT_EQ(obj.find("signer"), std::string::npos);
+  EXPECT_EQ(obj.find("signature"), std::string::npos);
+  UpdateHeader h = parsed(obj);
+  EXPECT_EQ(check_update_signature(h, {}), "");
+  auto key = ed25519::SigningKey::generate();
+  EXPECT_EQ(kind(check_update_signature(h, {key.public_key()})), "unsigned");
+}
+
+// Every field the proxy uses, changed after signing (header re-encoded with the old
+// signature, as an attacker with write access to the bucket could).
+TEST(SignedUpdate, AnyFieldChangedAfterSigningIsForged) {
+  auto key = ed25519::SigningKey::generate();
+  const UpdateHeader good = parsed(encode_update(header(), kPayload, &key));
+  const std::vector<std::pair<std::string, std::function<void(UpdateHeader&)>>> edits = {
+      {"worker", [](UpdateHeader& h) { h.worker = "w2"; }},
+      {"id", [](UpdateHeader& h) { h.id = make_update_id(1700000000124, 0xabcdef01); }},
+      {"base_version", [](UpdateHeader& h) { h.base_version = 4; }},
+      {"steps", [](UpdateHeader& h) { h.steps = 40; }},
+      {"samples", [](UpdateHeader& h) { h.samples = 100000; }},
+      {"reward_mean", [](UpdateHeader& h) { h.reward_mean = 0.126; }},
+      {"reward_std", [](UpdateHeader& h) { h.reward_std = 0; }},
+      {"accuracy", [](UpdateHeader& h) { h.accuracy = 1; }},
+      {"codec", [](UpdateHeader& h) { h.codec = "fp32"; }},
+      {"created_ms", [](UpdateHeader& h) { h.created_ms += 1; }},
+      {"seconds", [](UpdateHeader& h) { h.seconds = 2; }},
+      {"a field added", [](UpdateHeader& h) { h.extra["note"] = "x"; }},
+  };
+  for (auto& [field, edit] : edits) {
+    UpdateHeader h = good;
+    edit(h);
+    std::string obj = encode_update(h, kPayload);  // keeps signer + signature as they are
+    UpdateHeader back = parsed(obj);
+    EXPECT_EQ(back.signature, good.signature) << field;
+    std::string why = check_update_signature(back, {key.public_key()});
+    EXPECT_EQ(kind(why), "forged") << field << ": " << why;
+    EXPECT_EQ(kind(check_update_signature(back, {})), "forged") << field;
+  }
+  // Another payload: parse_update catches it unless payload_sha256 changes too, which the
+  // signature covers.
+  std::string other = encode_update(good, "other payload");
+  EXPECT_EQ(kind(check_update_signature(parsed(other), {key.public_key()})), "forged");
+  std::string same = encode_update(good, kPayload);
+  EXPECT_EQ(check_update_signature(parsed(same), {key.public_key()}), "");
+}
+
+TEST(SignedUpdate, KeysAndMalformedFields) {
+  auto allowed = ed25519::SigningKey::generate(), stranger = ed25519::SigningKey::generate();
+  const std::set<std::string> list{allowed.public_key()};
+  // A key that is not on the list, with a valid signature.
+  std::string why = check_update_signature(parsed(encode_update(header(), kPayload, &stranger)), list);
+  EXPECT_EQ(kind(why), "unknown_key");
+  EXPECT_NE(why.find(ed25519::format_public_key(stranger.public_key())), std::string::npos);
+  // Signed by the stranger but claiming the allowed key.
+  UpdateHeader h = parsed(encode_update(header(), kPayload, &stranger));
+  h.signer = ed25519::format_public_key(allowed.public_key());
+  EXPECT_EQ(kind(check_update_signature(parsed(encode_update(h, kPayload)), list)), "forged");
+  // Malformed fields.
+  UpdateHeader g = parsed(encode_update(header(), kPayload, &allowed));
+  for (auto edit : std::vector<std::function<void(UpdateHeader&)>>{
+           [](UpdateHeader& x) { x.signature = ""; },
+           [](UpdateHeader& x) { x.signer = ""; },
+           [](UpdateHeader& x) { x.signature = "***"; },
+           [](UpdateHeader& x) { x.signature = base64_encode("short"); },
+           [](UpdateHeader& x) { x.signer = "ed25519:AAAA"; },
+       }) {
+    UpdateHeader x = g;
+    edit(x);
+    EXPECT_EQ(kind(check_update_signature(parsed(encode_update(x, kPayload)), list)), "forged");
+  }
+}
+
 TEST(Records, ManifestRoundTripAndValidation) {
   Manifest m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}});
   m.rejected = {{"w2", "id2", "stale: too old"}};
@@ -117,6 +224,13 @@ TEST(Records, ManifestRoundTripAndValidation) {
   EXPECT_EQ(back->updates.size(), 1u);
   EXPECT_EQ(back->updates[0].payload_sha256, "p1");
   EXPECT_DOUBLE_EQ(back->updates[0].weight, 60.5);
+  EXPECT_EQ(back->updates[0].norm, 0);  // not recorded: unknown
+  EXPECT_EQ(back->updates[0].signer, "");
+  m.updates[0].norm = 1.5;
+  m.updates[0].signer = "ed25519:x";
+  auto signed_back = Manifest::parse(m.to_json().dump(), "m").value();
+  EXPECT_EQ(signed_back.updates[0].norm, 1.5);
+  EXPECT_EQ(signed_back.updates[0].signer, "ed25519:x");
   EXPECT_EQ(back->cursors.at("w2"), "id2");
   EXPECT_EQ(back->rejected[0].reason, "stale: too old");
   auto j = m.to_json();
