@@ -1,67 +1,73 @@
-// `bucketrl demo`: everything from nothing on one machine. Makes the demo base model
-// (cached in OUT/base), then trains GRPO + LoRA on the built-in arithmetic task until the
-// held-out accuracy target or the time limit, exports the PEFT adapter, prints a summary.
+// `bucketrl demo`: everything from nothing on one machine. Makes the demo base model (cached
+// in OUT/base), then trains it with GRPO + LoRA until the held-out accuracy target or the
+// time limit, and prints a summary. By default the training is the real thing: a directory
+// bucket, the proxy, N worker processes and the evaluator (async/demo.h); --workers 0 runs
+// the same recipe in this one process with no bucket (grpo/train_loop.h).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 
+#include "async/demo.h"
 #include "cli/command.h"
-#include "config/run_config.h"
-#include "grpo/pretrain.h"
+#include "grpo/demo_recipe.h"
 #include "grpo/train_loop.h"
+#include "obs/proxy_http.h"
 #include "util/log.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA, report held-out accuracy", [](CLI::App& app) {
-  static std::string out = "runs/demo";
-  static double time_limit = 600, target = 0.9;
-  static std::vector<std::string> sets;
-  app.add_option("--out", out, "working folder (base model cached here)")->capture_default_str();
-  app.add_option("--time-limit", time_limit, "seconds for the whole demo, pretraining included")->capture_default_str();
-  app.add_option("--target-accuracy", target, "stop GRPO when held-out accuracy reaches this")->capture_default_str();
-  app.add_option("--set", sets, "override a run config key (section.key=value)");
-  return [] {
-    auto t0 = std::chrono::steady_clock::now();
-    brl::cli::init_compute();
-    brl::RunConfig cfg;
-    cfg.task.name = "arithmetic";
-    cfg.task.max_operand = 20;
-    cfg.task.operations = "+";
-    cfg.lora.r = 8;
-    cfg.lora.lora_alpha = 16;
-    cfg.lora.target_modules = {"all-linear"};
-    cfg.grpo.num_generations = 8;
-    cfg.grpo.per_device_train_batch_size = 64;
-    cfg.grpo.max_completion_length = 4;
-    cfg.grpo.learning_rate = 5e-3;
-    cfg.grpo.lr_scheduler_type = "constant";
-    cfg.grpo.max_steps = 1000;
-    cfg.train.eval_steps = 10;
-    cfg.train.save_steps = 50;
-    cfg.train.output_dir = (fs::path(out) / "grpo").string();
-    cfg.apply_overrides(sets);
+int single_process(const brl::async::DemoOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  brl::RunConfig cfg = brl::demo_run_config();
+  cfg.train.output_dir = (fs::path(o.out) / "grpo").string();
+  cfg.apply_overrides(o.overrides);
+  brl::cli::init_compute(cfg.train.threads);
+  auto base = brl::async::ensure_demo_base(o.out, cfg);
+  cfg.model.path = base.dir;
+  double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto s = brl::grpo::run_training(cfg, /*resume=*/false, std::max(30.0, o.time_limit_s - used), o.target_accuracy);
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("\ndemo (one process): held-out accuracy %.3f -> %.3f after %lld GRPO steps; %.0f s in all\n",
+              s.initial_accuracy, s.final_accuracy, static_cast<long long>(s.steps), total);
+  std::printf("  base model: %s\n  adapter (PEFT): %s\n", base.dir.c_str(), s.adapter_dir.c_str());
+  return s.final_accuracy >= o.target_accuracy ? 0 : 2;
+}
 
-    std::string base = (fs::path(out) / "base").string();
-    brl::grpo::PretrainOptions po;
-    po.out_dir = base;
-    if (!fs::exists(fs::path(base) / "model.safetensors")) {
-      auto task = brl::tasks::make_task(cfg.task);
-      auto r = brl::grpo::pretrain(*task, po);
-      LOG_INFO("base model: {} steps, held-out accuracy {:.3f}, {:.0f} s", r.steps, r.accuracy, r.seconds);
-    } else {
-      LOG_INFO("using the cached base model in {}", base);
-    }
-    cfg.model.path = base;
-    double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto s = brl::grpo::run_training(cfg, /*resume=*/false, std::max(30.0, time_limit - used), target);
+brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA over a bucket, report held-out accuracy", [](CLI::App& app) {
+  static brl::async::DemoOptions o;
+  app.add_option("--out", o.out, "working folder (base model cached here; bucket, logs, adapter)")->capture_default_str();
+  app.add_option("--time-limit", o.time_limit_s, "seconds for the whole demo, pretraining included")->capture_default_str();
+  app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out accuracy reaches this")->capture_default_str();
+  app.add_option("--workers", o.workers, "worker processes (0 = one process, no bucket)")->capture_default_str();
+  app.add_flag("--sync", o.sync, "the synchronous baseline: a barrier per round (sync.mode = sync)");
+  app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
+  app.add_option("--set", o.overrides, "override a run config key (section.key=value)");
+  o.http = brl::obs::kDefaultProxyHttp;
+  app.add_option("--http", o.http, "the proxy's live dashboard on ADDR:PORT (off: none)")->capture_default_str();
+  return [] {
+    if (o.workers == 0) return single_process(o);
+    brl::cli::init_compute(1);
+    if (auto a = brl::obs::parse_listen_address(o.http); !a.off)
+      LOG_INFO("demo: live dashboard at http://{}:{}/ once training starts", a.host, a.port);
+    auto t0 = std::chrono::steady_clock::now();
+    auto d = brl::async::run_demo(o, brl::cli::stop_on_signals());
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("\ndemo: held-out accuracy %.3f -> %.3f after %lld GRPO steps; %.0f s in all\n", s.initial_accuracy,
-                s.final_accuracy, static_cast<long long>(s.steps), total);
-    std::printf("  base model: %s\n  adapter (PEFT): %s\n", base.c_str(), s.adapter_dir.c_str());
-    return 0;
+    const auto& r = d.run;
+    std::printf("\ndemo: held-out accuracy %.3f -> %.3f (best %.3f) with %d workers over a bucket; %lld versions from "
+                "%lld updates\n",
+                r.initial_accuracy, r.final_accuracy, r.best_accuracy, o.workers, static_cast<long long>(r.versions),
+                static_cast<long long>(r.updates));
+    std::printf("  time: %.0f s in all (base model %s, training %.0f s%s)\n", total,
+                d.base.cached ? "cached" : fmt::format("{:.0f} s", d.base.seconds).c_str(), r.seconds,
+                r.seconds_to_target >= 0 ? fmt::format(", target {:.2f} reached after {:.0f} s", o.target_accuracy,
+                                                       r.seconds_to_target).c_str()
+                                         : "");
+    std::printf("  base model: %s\n  bucket: %s\n  adapter (PEFT): %s\n  %s\n", d.base.dir.c_str(), r.bucket.c_str(),
+                r.adapter_dir.c_str(), r.verify.summary().c_str());
+    if (!r.verify.ok()) return 3;
+    return r.final_accuracy >= o.target_accuracy ? 0 : 2;
   };
 });
 

@@ -9,13 +9,14 @@
 
 #include "cli/command.h"
 #include "generate/generate.h"
+#include "lora/lora.h"
 #include "model/loader.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace {
 struct Args {
-  std::string model_dir, prompt, dtype = "f32";
+  std::string model_dir, adapter_dir, prompt, dtype = "f32";
   brl::gen::GenerateOptions gen;
   bool json = false, add_special = false;
 };
@@ -27,6 +28,7 @@ int run(const Args& a) {
   if (a.dtype == "bf16") lo.dtype = torch::kBFloat16;
   else if (a.dtype != "f32") throw brl::UserError("--dtype " + a.dtype + ": expected f32 or bf16");
   auto model = brl::model::load_model(a.model_dir, lo);
+  if (!a.adapter_dir.empty()) brl::lora::load_peft(model, a.adapter_dir);  // attaches it (PEFT config) and loads it
 
   auto opts = a.gen;
   std::set<int64_t> stops(opts.stop_token_ids.begin(), opts.stop_token_ids.end());
@@ -64,6 +66,7 @@ brl::cli::Register reg("generate", "sample completions of a prompt from a model 
   auto a = std::make_shared<Args>();
   app.add_option("--model", a->model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
       ->required();
+  app.add_option("--adapter", a->adapter_dir, "PEFT adapter folder to apply (adapter_model.safetensors + adapter_config.json)");
   app.add_option("--prompt", a->prompt, "prompt text")->required();
   app.add_option("-n,--num-generations", a->gen.num_generations, "completions to sample")
       ->default_val(1);

@@ -18,12 +18,24 @@ brl::cli::Register reg("pretrain", "train a small base model from scratch on a b
   app.add_option("--hidden-size", o.hidden_size, "model width")->capture_default_str();
   app.add_option("--layers", o.num_layers, "decoder layers")->capture_default_str();
   app.add_option("--seed", o.seed, "seed")->capture_default_str();
+  app.add_option("--label-error-rate", o.label_error_rate,
+                 "teach a wrong habit: this fraction of answers shown as answer + 1 (the demo uses it)")
+      ->capture_default_str();
+  app.add_option("--habit", o.habit, "the wrong habit's form: negate (-answer) | plus_one (answer + 1)")->capture_default_str();
+  app.add_option("--lr-scheduler-type", o.lr_scheduler_type, "constant | cosine (to min_lr_ratio at --max-steps)")
+      ->capture_default_str();
+  app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps")->capture_default_str();
+  static int threads = 0;
+  app.add_option("--threads", threads, "compute threads (0 = all cores)")->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
+  app.add_option("--max-operand", t.max_operand, "arithmetic: operands in [0, N]")->capture_default_str();
+  app.add_option("--operations", t.operations, "arithmetic: operators drawn from this set")->capture_default_str();
   return [] {
-    brl::cli::init_compute();
+    brl::cli::init_compute(threads);
     auto task = brl::tasks::make_task(t);
     auto r = brl::grpo::pretrain(*task, o);
-    std::printf("base model written to %s: %d steps, held-out accuracy %.3f, %.1f s\n", o.out_dir.c_str(), r.steps,
-                r.accuracy, r.seconds);
+    std::printf("base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f), %.1f s\n", o.out_dir.c_str(),
+                r.steps, r.accuracy, r.skill, r.seconds);
     return 0;
   };
 });

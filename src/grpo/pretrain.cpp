@@ -1,5 +1,8 @@
 #include "grpo/pretrain.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include <chrono>
@@ -14,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/rng.h"
 
 namespace brl::grpo {
 
@@ -27,6 +31,51 @@ void write_json(const fs::path& p, const nlohmann::json& j) {
   f << j.dump(2) << "\n";
   if (!f) throw UserError("cannot write '" + p.string() + "'");
 }
+
+// The taught wrong answer (see PretrainOptions::habit). Integer answers only.
+std::string habit_answer(const tasks::Example& e, const std::string& habit) {
+  int64_t v;
+  if (!tasks::parse_leading_int(e.answer, &v) || std::to_string(v) != e.answer)
+    throw UserError("pretrain label_error_rate > 0 needs integer answers; got '" + e.answer + "' for prompt '" +
+                        e.prompt + "'",
+                    "use the arithmetic task, or label_error_rate = 0");
+  if (habit == "negate") return std::to_string(-v);
+  if (habit == "plus_one") return std::to_string(v + 1);
+  throw UserError("pretrain habit \"" + habit + "\" is not known", "use negate or plus_one");
+}
+
+// 1 when the completion states the taught wrong answer.
+class HabitReward : public tasks::RewardFn {
+ public:
+  explicit HabitReward(std::string habit) : habit_(std::move(habit)) {}
+  std::string name() const override { return "habit"; }
+  std::vector<double> score(const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& comp) override {
+    std::vector<double> r(comp.size(), 0.0);
+    for (size_t i = 0; i < comp.size(); ++i) {
+      int64_t got;
+      if (tasks::parse_leading_int(comp[i], &got) && std::to_string(got) == habit_answer(*ex[i], habit_)) r[i] = 1.0;
+    }
+    return r;
+  }
+
+ private:
+  std::string habit_;
+};
+
+// The task's held-out set scored by correctness and the habit: evaluate() then gives
+// accuracy (the first reward) and skill (their sum; they never both fire) in one pass.
+class HabitView : public tasks::Task {
+ public:
+  HabitView(tasks::Task& t, const std::string& habit) : t_(t) {
+    rewards = {t.rewards.at(0), std::make_shared<HabitReward>(habit)};
+  }
+  std::string name() const override { return t_.name(); }
+  tasks::Example train_example(uint64_t i, int shard, int n) const override { return t_.train_example(i, shard, n); }
+  const std::vector<tasks::Example>& eval_set() const override { return t_.eval_set(); }
+
+ private:
+  tasks::Task& t_;
+};
 }  // namespace
 
 void write_byte_tokenizer(const std::string& dir) {
@@ -56,6 +105,23 @@ void write_byte_tokenizer(const std::string& dir) {
   write_json(fs::path(dir) / "generation_config.json", {{"eos_token_id", kEos}, {"pad_token_id", kEos}});
 }
 
+tasks::Example pretrain_example(const tasks::Task& task, uint64_t i, const PretrainOptions& o) {
+  if (!(o.label_error_rate >= 0 && o.label_error_rate <= 1))
+    throw UserError("pretrain label_error_rate (" + std::to_string(o.label_error_rate) + ") must be in [0, 1]");
+  tasks::Example e = task.train_example(i, 0, 1);
+  // A fresh draw per showing, so the model learns the habit's rate, not a list of problems.
+  double u = static_cast<double>(splitmix64(o.seed ^ splitmix64(i)) >> 11) * 0x1.0p-53;  // [0, 1)
+  if (u < o.label_error_rate) e.answer = habit_answer(e, o.habit);
+  return e;
+}
+
+double pretrain_lr(const PretrainOptions& o, int step) {
+  double warm = o.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step) / o.warmup_steps) : 1.0;
+  double t = std::clamp(static_cast<double>(step) / o.max_steps, 0.0, 1.0);
+  double cosine = o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * t));
+  return o.learning_rate * warm * (o.lr_scheduler_type == "cosine" ? cosine : 1.0);
+}
+
 model::ModelConfig demo_model_config(const PretrainOptions& o) {
   model::ModelConfig c;
   c.model_type = "llama";
@@ -77,6 +143,8 @@ model::ModelConfig demo_model_config(const PretrainOptions& o) {
 
 PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progress) {
   auto t0 = std::chrono::steady_clock::now();
+  if (o.lr_scheduler_type != "constant" && o.lr_scheduler_type != "cosine")
+    throw UserError("pretrain lr_scheduler_type \"" + o.lr_scheduler_type + "\" is not known", "use constant or cosine");
   write_byte_tokenizer(o.out_dir);
   auto tk = tok::Tokenizer::from_dir(o.out_dir);
   auto m = model::random_model(demo_model_config(o), o.seed, 0.02);
@@ -84,7 +152,8 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   std::vector<torch::Tensor> params;
   for (auto& nt : m.named_tensors())
     if (nt.tensor->defined()) params.push_back(*nt.tensor);
-  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.learning_rate).weight_decay(0.01));
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.learning_rate).weight_decay(o.weight_decay));
+  HabitView habit_view(task, o.habit);
   PretrainResult res;
   uint64_t cursor = 0;
   for (int step = 1; step <= o.max_steps; ++step) {
@@ -93,7 +162,7 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     std::vector<size_t> prompt_len;
     size_t L = 0;
     for (int b = 0; b < o.batch_size; ++b) {
-      auto e = task.train_example(cursor++, 0, 1);
+      auto e = pretrain_example(task, cursor++, o);
       auto p = tk.encode(e.prompt), a = tk.encode(e.answer);
       prompt_len.push_back(p.size());
       p.insert(p.end(), a.begin(), a.end());
@@ -116,16 +185,19 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     opt.zero_grad();
     loss.backward();
     torch::nn::utils::clip_grad_norm_(params, 1.0);
+    static_cast<torch::optim::AdamWOptions&>(opt.param_groups()[0].options()).lr(pretrain_lr(o, step));
     opt.step();
     res.steps = step;
     if (step % o.eval_every == 0 || step == o.max_steps) {
       torch::NoGradGuard ng;
-      auto ev = evaluate(m, tk, task, o.eval_examples, 8, 0.0, 0);
+      tasks::Task& scored = o.label_error_rate > 0 ? static_cast<tasks::Task&>(habit_view) : task;
+      auto ev = evaluate(m, tk, scored, o.eval_examples, 8, 0.0, 0);
       res.accuracy = ev.accuracy;
+      res.skill = o.label_error_rate > 0 ? ev.reward_mean : ev.accuracy;
       if (progress)
-        LOG_INFO("pretrain step {}/{}: loss {:.4f}, held-out accuracy {:.3f} (stop at {:.2f})", step, o.max_steps,
-                 loss.item<double>(), ev.accuracy, o.target_accuracy);
-      if (ev.accuracy >= o.target_accuracy) break;
+        LOG_INFO("pretrain step {}/{}: loss {:.4f}, held-out accuracy {:.3f}, skill {:.3f} (stop at {:.2f})", step,
+                 o.max_steps, loss.item<double>(), res.accuracy, res.skill, o.target_accuracy);
+      if (res.skill >= o.target_accuracy) break;
     }
   }
   m.set_requires_grad(false);

@@ -1,7 +1,16 @@
 // The demo base model, made here (nothing can be downloaded): a small Llama-family model
 // with a byte-level tokenizer, trained from scratch with supervised next-token loss on a
-// built-in task's answers, and stopped early on purpose so that its held-out accuracy sits
-// in a band (default 0.2-0.5): an imperfect base that GRPO has something to teach.
+// built-in task's answers. It is made imperfect on purpose so that GRPO has something to
+// teach, in one of two ways:
+//  * stopped early (label_error_rate = 0): it lacks part of the skill;
+//  * a taught wrong habit (label_error_rate > 0): each time a training answer is shown it is,
+//    with that probability, replaced by a wrong form of it (`habit`). The model learns the
+//    skill and the habit, so its greedy answer is often the wrong one while the right one
+//    keeps a high probability. GRPO then only has to learn a preference, which is what RL
+//    fine-tuning of a pretrained model mostly does. The demo uses the "negate" habit (a sign
+//    error: "-46" for 46): it sits on the first answer token only, so the digits are always
+//    taught right and pretraining is as fast as without errors (see grpo/demo_recipe.h).
+//    Held-out problems are never trained on in either phase.
 #pragma once
 
 #include <string>
@@ -17,16 +26,37 @@ struct PretrainOptions {
   int batch_size = 64;
   int max_steps = 3000;
   double learning_rate = 3e-3;
+  double weight_decay = 0.01;  // AdamW
+  // constant | cosine (warmup, then cosine decay to min_lr_ratio x learning_rate at max_steps).
+  // With label errors the loss never reaches zero and a constant rate keeps shaking the
+  // model between the right answer and the habit; the decay lets it settle.
+  std::string lr_scheduler_type = "constant";
+  int warmup_steps = 0;
+  double min_lr_ratio = 0.1;
   int eval_every = 50;
   int eval_examples = 200;
-  double target_accuracy = 0.35;  // stop once held-out greedy accuracy reaches this
+  // Stop once held-out greedy "skill" reaches this: the answer is right, or (with label
+  // errors on) exactly the taught wrong answer. Without label errors, skill = accuracy.
+  double target_accuracy = 0.35;
+  double label_error_rate = 0.0;  // see the header comment; integer answers only
+  std::string habit = "negate";   // negate (-answer) | plus_one (answer + 1)
   uint64_t seed = 7;
 };
 
 struct PretrainResult {
   int steps = 0;
-  double accuracy = 0, seconds = 0;
+  double accuracy = 0;  // held-out greedy accuracy (exact answers)
+  double skill = 0;     // held-out greedy answers that are right or the taught wrong one
+  double seconds = 0;
 };
+
+// The i-th pretraining example: task.train_example(i) with, with probability
+// o.label_error_rate (a draw fixed by (o.seed, i)), its answer replaced by the habit's form.
+// UserError naming the example when that is asked of a non-integer answer.
+tasks::Example pretrain_example(const tasks::Task& task, uint64_t i, const PretrainOptions& o);
+
+// The learning rate at step (1-based) under o's schedule.
+double pretrain_lr(const PretrainOptions& o, int step);
 
 // Writes a byte-level BPE tokenizer.json (the 256 GPT-2 byte symbols, no merges, and
 // <|endoftext|> = 256) plus tokenizer_config.json / generation_config.json into dir.

@@ -1,0 +1,46 @@
+// `bucketrl demo`: everything from nothing on one machine. Makes the demo base model (cached
+// in OUT/base), creates a run in a directory bucket (OUT/bucket, fresh each time), trains it
+// with the proxy, N workers and the evaluator as separate processes until the held-out
+// accuracy target or the time limit, exports the final adapter (PEFT) and prints a summary.
+// The recipe (task, model, GRPO settings) is grpo/demo_recipe.h.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "async/local_run.h"
+#include "config/run_config.h"
+
+namespace brl::async {
+
+struct DemoOptions {
+  std::string out = "runs/demo";
+  double time_limit_s = 600;     // the whole demo, pretraining included
+  double target_accuracy = 0.9;
+  int workers = 2;
+  double eval_interval_s = 5;
+  bool sync = false;                   // the synchronous baseline (sync.mode = sync)
+  std::vector<double> slowdown;        // per worker, for benchmarks
+  std::string http;                    // the proxy's dashboard ADDR:PORT | off ("" = its default)
+  std::vector<std::string> overrides;  // --set section.key=value
+};
+
+struct DemoBase {
+  std::string dir;
+  bool cached = false;
+  double seconds = 0, accuracy = -1, skill = -1;  // of the pretraining, when it ran
+};
+
+// OUT/base: made by grpo::pretrain with the demo recipe unless a model is already there.
+DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg);
+
+struct DemoSummary {
+  LocalRunSummary run;
+  DemoBase base;
+};
+
+// Also writes OUT/run/summary.json (accuracies, times, versions) for scripts.
+DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop);
+
+}  // namespace brl::async

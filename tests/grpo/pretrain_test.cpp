@@ -1,0 +1,113 @@
+// The demo base's pretraining: the taught wrong habit (label errors) has the asked rate and
+// form and refuses non-integer answers; a short run writes a loadable model and reports
+// skill >= accuracy.
+#include "grpo/pretrain.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "../model/test_util.h"
+#include "model/loader.h"
+#include "tasks/task.h"
+#include "util/error.h"
+
+using namespace brl;
+
+namespace {
+const int kThreads = test::init_threads();
+
+tasks::TaskOptions addition() {
+  tasks::TaskOptions to;
+  to.max_operand = 99;
+  to.operations = "+";
+  to.num_eval = 16;
+  return to;
+}
+}  // namespace
+
+TEST(Pretrain, LabelErrorsHaveTheHabitsFormAtTheAskedRate) {
+  auto task = tasks::make_task(addition());
+  grpo::PretrainOptions o;
+  const int n = 4000;
+  for (auto [habit, rate] : std::vector<std::pair<std::string, double>>{{"plus_one", 0.0}, {"plus_one", 0.55},
+                                                                         {"plus_one", 1.0}, {"negate", 0.6}}) {
+    o.habit = habit;
+    o.label_error_rate = rate;
+    int wrong = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      tasks::Example e = grpo::pretrain_example(*task, i, o), clean = task->train_example(i, 0, 1);
+      ASSERT_EQ(e.prompt, clean.prompt);
+      int64_t a = e.extra["a"], b = e.extra["b"];
+      ASSERT_EQ(clean.answer, std::to_string(a + b));
+      if (e.answer != clean.answer) {
+        ++wrong;
+        EXPECT_EQ(e.answer, std::to_string(habit == "negate" ? -(a + b) : a + b + 1)) << e.prompt;
+      }
+      // Same draw on every call: the label of example i is fixed by (seed, i).
+      EXPECT_EQ(grpo::pretrain_example(*task, i, o).answer, e.answer);
+    }
+    // Binomial(n, rate): 5 standard deviations (0.039 at rate 0.55), exact at 0 and 1.
+    double tol = 5 * std::sqrt(rate * (1 - rate) / n);
+    EXPECT_NEAR(static_cast<double>(wrong) / n, rate, tol) << "rate " << rate;
+  }
+}
+
+TEST(Pretrain, LabelErrorsNeedIntegerAnswersAndARate) {
+  tasks::TaskOptions to;
+  to.name = "countdown";
+  to.num_eval = 4;
+  auto countdown = tasks::make_task(to);
+  grpo::PretrainOptions o;
+  EXPECT_NO_THROW(grpo::pretrain_example(*countdown, 0, o));  // rate 0: any answer
+  o.label_error_rate = 1.0;
+  try {
+    grpo::pretrain_example(*countdown, 0, o);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs integer answers"), std::string::npos) << e.what();
+  }
+  auto add = tasks::make_task(addition());
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    o.label_error_rate = bad;
+    EXPECT_THROW(grpo::pretrain_example(*add, 0, o), UserError) << bad;
+  }
+  o.label_error_rate = 1.0;
+  o.habit = "typo";
+  EXPECT_THROW(grpo::pretrain_example(*add, 0, o), UserError);
+}
+
+TEST(Pretrain, ShortRunWritesALoadableModelAndReportsSkill) {
+  test::TempDir tmp;
+  auto task = tasks::make_task(addition());
+  grpo::PretrainOptions o;
+  o.out_dir = tmp.str("base");
+  o.hidden_size = 32, o.intermediate_size = 64, o.num_layers = 1, o.num_heads = 2, o.num_kv_heads = 1;
+  o.batch_size = 8, o.max_steps = 3, o.eval_every = 3, o.eval_examples = 16;
+  o.label_error_rate = 0.5;
+  o.target_accuracy = 2.0;  // never reached: runs all steps
+  auto r = grpo::pretrain(*task, o, /*progress=*/false);
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_GE(r.skill, r.accuracy);  // skill counts right answers and the habit's
+  auto m = model::load_model(o.out_dir);
+  EXPECT_EQ(m.config.hidden_size, 32);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(o.out_dir) / "tokenizer.json"));
+}
+
+TEST(Pretrain, CosineScheduleWarmsUpThenDecaysToTheFloor) {
+  grpo::PretrainOptions o;
+  o.learning_rate = 1e-3, o.max_steps = 1000, o.warmup_steps = 100, o.min_lr_ratio = 0.1;
+  EXPECT_DOUBLE_EQ(grpo::pretrain_lr(o, 500), 1e-3);  // constant: warmup only
+  EXPECT_DOUBLE_EQ(grpo::pretrain_lr(o, 50), 0.5e-3);
+  o.lr_scheduler_type = "cosine";
+  // lr * min(1, s / warmup) * (0.1 + 0.9 * (1 + cos(pi s / max)) / 2), by hand:
+  EXPECT_NEAR(grpo::pretrain_lr(o, 50), 1e-3 * 0.5 * (0.1 + 0.9 * (1 + std::cos(M_PI * 0.05)) / 2), 1e-15);
+  EXPECT_NEAR(grpo::pretrain_lr(o, 500), 1e-3 * 0.55, 1e-15);  // cos(pi/2) = 0
+  EXPECT_NEAR(grpo::pretrain_lr(o, 1000), 1e-4, 1e-15);        // the floor
+  o.lr_scheduler_type = "linear";
+  test::TempDir tmp;
+  o.out_dir = tmp.str("base");
+  auto task = tasks::make_task(addition());
+  EXPECT_THROW(grpo::pretrain(*task, o, false), UserError);
+}
