@@ -248,7 +248,7 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     json j = read_json(d / f);
     if (!j.is_object()) throw UserError((d / f).string() + ": expected a JSON object");
     std::string file = (d / f).string();
-    auto field = [&](const std::string& name) -> const json* {
+    auto field = [&, suffix = suffix](const std::string& name) -> const json* {  // clang 14: no binding captures
       std::string k = name + suffix;
       return j.contains(k) ? &j[k] : nullptr;
     };
