@@ -131,6 +131,30 @@ TEST(Records, ManifestRoundTripAndValidation) {
   EXPECT_FALSE(RunDescription::parse(R"({"protocol_version": 2})", "run.json"));
 }
 
+// Integer fields hold JSON integers that fit: 1e300 was a float -> int64 cast, undefined
+// behaviour (fuzz/records_fuzz, regression input fuzz/corpus/records/heartbeat_time_1e39).
+TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRange) {
+  auto m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}}).to_json();
+  for (const char* v : {"1e300", "4.0", "-1e300"}) {
+    auto j = m;
+    j["version"] = nlohmann::json::parse(v);
+    EXPECT_FALSE(Manifest::parse(j.dump(), "m")) << v;
+    j = m;
+    j["updates"][0]["staleness"] = nlohmann::json::parse(v);
+    EXPECT_FALSE(Manifest::parse(j.dump(), "m")) << v;
+  }
+  auto j = m;
+  j["payload"]["size"] = -1;
+  auto e = Manifest::parse(j.dump(), "global/v4/manifest.json");
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(e.status().message().find("wrong type"), std::string::npos) << e.status().message();
+  EXPECT_FALSE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1.76e39})", "hb"));
+  EXPECT_FALSE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1, "pid": 1e300})", "hb"));
+  EXPECT_TRUE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1})", "hb"));
+  EXPECT_FALSE(EvalRecord::parse(R"({"version": 1, "n": 1e19, "time_ms": 1, "accuracy": 0.5, "reward_mean": 0.5})", "ev"));
+}
+
 TEST(Bucket, AdapterEncodingRoundTripsAndRejectsNonFinite) {
   auto a = adapter(0.5f);
   auto back = decode_adapter(encode_adapter(a), "a");
