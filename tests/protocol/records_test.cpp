@@ -108,6 +108,25 @@ TEST(Update, EveryTruncationAndBitFlipIsCaught) {
   EXPECT_NE(p.status().message().find("header length"), std::string::npos);
 }
 
+// An integer header field holding a float out of range was a float -> int64 cast, undefined
+// behaviour (regression input fuzz/corpus/update/base_version_1e300).
+TEST(Update, IntegerHeaderFieldsRefuseFloats) {
+  const std::string payload(10, 'x');
+  for (const char* v : {"1e300", "3.5"}) {
+    nlohmann::json h = header().to_json();
+    h["payload_sha256"] = sha256_hex(payload);
+    h["payload_size"] = payload.size();
+    h["base_version"] = nlohmann::json::parse(v);
+    const std::string js = h.dump();
+    std::string obj = "BRLUPD1\n";
+    for (int i = 0; i < 4; ++i) obj.push_back(static_cast<char>((js.size() >> (8 * i)) & 0xff));
+    auto p = parse_update(obj + js + payload, "u");
+    ASSERT_FALSE(p) << v;
+    EXPECT_EQ(p.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(p.status().message().find("wrong type"), std::string::npos) << p.status().message();
+  }
+}
+
 TEST(Records, ManifestRoundTripAndValidation) {
   Manifest m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}});
   m.rejected = {{"w2", "id2", "stale: too old"}};
