@@ -75,6 +75,28 @@ TEST(Tokenizer, ErrorsNameFileAndField) {
   std::filesystem::remove_all(dir);
 }
 
+// Fields a step needs but the file lacks are UserErrors naming the field; they were reads
+// past the end of nlohmann's object map (fuzz/tokenizer_json_fuzz, regression input
+// fuzz/corpus/tokenizer_json/replace_without_pattern.json).
+TEST(Tokenizer, MissingStepFieldsAreUserErrors) {
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}})";
+  auto msg = [&](const std::string& step) {
+    try {
+      Tokenizer::from_json("{" + model + ", " + step + "}", "t.json");
+    } catch (const brl::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg(R"("normalizer": {"type": "Replace", "content": "x"})").find("normalizer.pattern must be"), std::string::npos);
+  EXPECT_NE(msg(R"("pre_tokenizer": {"type": "Split", "behavior": "Removed"})").find("pre_tokenizer.pattern must be"), std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Replace", "content": " "})").find("decoder.pattern must be"), std::string::npos);
+  EXPECT_NE(msg(R"("post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 0]})").find("post_processor.cls must be [token, id]"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("post_processor": {"type": "BertProcessing", "cls": ["<s>", 0]})").find("post_processor.sep must be [token, id]"),
+            std::string::npos);
+}
+
 TEST(Tokenizer, FromDirReadsSpecialTokens) {
   char tmpl[] = "/tmp/brl_tok_XXXXXX";
   std::string dir = mkdtemp(tmpl);
