@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_int.h"
 
 namespace brl::tok {
 
@@ -146,7 +147,14 @@ void parse_decoder(const json& d, Pipeline& p, const std::string& field) {
     p.dec.push_back({DecStep::kFuse});
   } else if (type == "Strip") {
     DecStep s{DecStep::kStrip, d.value("content", std::string(" "))};
-    s.start = d.value("start", 0u), s.stop = d.value("stop", 0u);
+    // HF's content is one char; an empty one made the strip loops spin `start` times.
+    if (s.a.empty() || utf8_len(static_cast<unsigned char>(s.a[0])) != s.a.size())
+      throw UserError(p.file + ": " + field + ".content '" + s.a + "' must be one character");
+    try {  // not value("start", 0u): that casts a float such as 1e18, undefined behaviour
+      s.start = json_int(d, "start", size_t{0}), s.stop = json_int(d, "stop", size_t{0});
+    } catch (const json::type_error&) {
+      throw UserError(p.file + ": " + field + ".start and .stop must be non-negative integers");
+    }
     p.dec.push_back(s);
   } else if (type == "Metaspace") {
     DecStep s{DecStep::kMetaspace, d.value("replacement", std::string(kMetaspace))};

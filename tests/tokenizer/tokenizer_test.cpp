@@ -96,6 +96,15 @@ TEST(Tokenizer, MissingStepFieldsAreUserErrors) {
             std::string::npos);
   EXPECT_NE(msg(R"("post_processor": {"type": "BertProcessing", "cls": ["<s>", 0]})").find("post_processor.sep must be [token, id]"),
             std::string::npos);
+  // Strip: an empty content spun the decoder 1e18 times; a float count was a float -> int
+  // cast out of range (regression inputs fuzz/corpus/tokenizer_json/strip_*.json).
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "", "start": 1000000000000000000})").find("decoder.content '' must be one character"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "ab", "start": 1})").find("must be one character"), std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "start": 1e18})").find("decoder.start and .stop must be non-negative integers"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "stop": -1})").find("decoder.start and .stop"), std::string::npos);
+  EXPECT_EQ(msg(R"("decoder": {"type": "Strip", "content": "▁", "start": 1})"), "no error");
 }
 
 // Ids size dense tables: a vocab id of 2^31 - 1 overflowed max id + 1 (UBSan), an added
