@@ -27,6 +27,9 @@ test_pkgs=(
   # Oracles: python for GGUF conversion (node, for HF's tokenizer binding and llama.cpp,
   # comes with these machines; Debian's nodejs is only installed where none exists).
   python3 python3-numpy
+  # The sanitizer and fuzz builds (scripts/sanitize.sh, scripts/fuzz.sh): clang with its
+  # sanitizer and libFuzzer runtimes (only recommended by clang, so named), llvm-symbolizer.
+  clang libclang-rt-14-dev llvm-14
 )
 want=("${pkgs[@]}")
 [[ $WITH_TESTS == 1 ]] && want+=("${test_pkgs[@]}")
