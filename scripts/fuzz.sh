@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (fuzz/*_fuzz.cpp, ASan + UBSan, build-san/) and runs each for
 # a while on its seed corpus fuzz/corpus/<target>/. New inputs go to build-san/fuzz-corpus/,
 # crashes to build-san/fuzz-artifacts/ (reproduce: build-san/fuzz/<target>_fuzz FILE).
-#   scripts/fuzz.sh                        every target, 20 s each (CI)
+#   scripts/fuzz.sh                        every target, 20 s each (.ci/run: --time 15)
 #   scripts/fuzz.sh --time 3600 codec      one target for an hour
 #   scripts/fuzz.sh --make-corpus          rewrite the seeds with the project's writers
 # Exit status: non-zero as soon as a target finds a crash, leak, timeout or UB.
@@ -17,7 +17,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --time) TIME=$2; shift 2 ;;
     --make-corpus) MAKE_CORPUS=1; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n "2,8p" "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
