@@ -29,6 +29,9 @@ test_pkgs=(
   python3 python3-numpy
   # The dashboard's browser test (tests/async/dashboard_slow_test.cpp): headless Chromium.
   chromium
+  # The sanitizer and fuzz builds (scripts/sanitize.sh, scripts/fuzz.sh): clang with its
+  # sanitizer and libFuzzer runtimes (only recommended by clang, so named), llvm-symbolizer.
+  clang libclang-rt-14-dev llvm-14
 )
 want=("${pkgs[@]}")
 [[ $WITH_TESTS == 1 ]] && want+=("${test_pkgs[@]}")

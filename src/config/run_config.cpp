@@ -74,7 +74,8 @@ std::vector<ConfigTable> tables(RunConfig& c) {
 void RunConfig::apply_json(const nlohmann::json& j, const std::string& source) {
   auto ts = tables(*this);
   for (auto& [section, body] : j.items()) {
-    auto it = std::find_if(ts.begin(), ts.end(), [&](auto& t) { return t.section() == section; });
+    // A named capture: clang 14 (the sanitizer build) cannot capture a structured binding.
+    auto it = std::find_if(ts.begin(), ts.end(), [&name = section](auto& t) { return t.section() == name; });
     if (it == ts.end()) {
       std::vector<std::string> names;
       for (auto& t : ts) names.push_back(t.section());
@@ -114,7 +115,8 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
     auto ts = tables(*this);
     if (dot != std::string::npos) {
       std::string section = key.substr(0, dot);
-      auto it = std::find_if(ts.begin(), ts.end(), [&](auto& t) { return t.section() == section; });
+      // A named capture: clang 14 (the sanitizer build) cannot capture a structured binding.
+    auto it = std::find_if(ts.begin(), ts.end(), [&name = section](auto& t) { return t.section() == name; });
       if (it == ts.end()) throw UserError("--set " + kv + ": unknown section '" + section + "'");
       it->set_from_override(kv.substr(dot + 1));
       continue;

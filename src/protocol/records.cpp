@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "util/json_int.h"
+
 namespace brl::protocol {
 
 namespace {
@@ -48,20 +50,20 @@ nlohmann::json RunDescription::to_json() const {
 
 Result<RunDescription> RunDescription::parse(std::string_view text, const std::string& label) {
   return parse_with<RunDescription>(text, label, [&](const nlohmann::json& j, RunDescription& r) -> Status {
-    r.protocol_version = j.at("protocol_version").get<int>();
+    r.protocol_version = json_int<int>(j.at("protocol_version"));
     if (r.protocol_version != 1)
       return bad(label, "protocol_version " + std::to_string(r.protocol_version) + " is not supported by this build (1)");
     r.run_id = j.at("run_id").get<std::string>();
-    r.created_ms = j.at("created_ms").get<int64_t>();
+    r.created_ms = json_int<int64_t>(j.at("created_ms"));
     r.base_sha256 = j.at("base").at("sha256").get<std::string>();
     for (auto& f : j.at("base").at("files")) {
-      BaseFile b{f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<uint64_t>()};
+      BaseFile b{f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), json_int<uint64_t>(f.at("size"))};
       if (b.name.empty() || b.name.find('/') != std::string::npos || b.name[0] == '.')
         return bad(label, "base file name '" + b.name + "' is not a plain file name");
       r.base_files.push_back(b);
     }
     for (auto& f : j.value("data", nlohmann::json::array())) {
-      BaseFile b{f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<uint64_t>()};
+      BaseFile b{f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), json_int<uint64_t>(f.at("size"))};
       if (b.name.empty() || b.name.find('/') != std::string::npos || b.name[0] == '.')
         return bad(label, "data file name '" + b.name + "' is not a plain file name");
       r.data_files.push_back(b);
@@ -89,21 +91,21 @@ nlohmann::json Manifest::to_json() const {
 
 Result<Manifest> Manifest::parse(std::string_view text, const std::string& label) {
   return parse_with<Manifest>(text, label, [&](const nlohmann::json& j, Manifest& m) -> Status {
-    m.version = j.at("version").get<int64_t>();
-    m.parent = j.at("parent").get<int64_t>();
+    m.version = json_int<int64_t>(j.at("version"));
+    m.parent = json_int<int64_t>(j.at("parent"));
     if (m.version < 0 || m.parent != m.version - 1)
       return bad(label, "version " + std::to_string(m.version) + " with parent " + std::to_string(m.parent) +
                             " (a version's parent must be the one before it)");
-    m.created_ms = j.at("created_ms").get<int64_t>();
+    m.created_ms = json_int<int64_t>(j.at("created_ms"));
     m.proxy = j.at("proxy").get<std::string>();
     auto& p = j.at("payload");
     m.payload_key = p.at("key").get<std::string>();
     m.payload_sha256 = p.at("sha256").get<std::string>();
-    m.payload_size = p.at("size").get<uint64_t>();
+    m.payload_size = json_int<uint64_t>(p.at("size"));
     for (auto& u : j.at("updates"))
       m.updates.push_back({u.at("worker").get<std::string>(), u.at("id").get<std::string>(), u.at("sha256").get<std::string>(),
-                           u.at("payload_sha256").get<std::string>(), u.at("size").get<uint64_t>(), u.at("base_version").get<int64_t>(), u.at("staleness").get<int64_t>(),
-                           u.at("steps").get<int64_t>(), u.at("samples").get<int64_t>(), u.at("weight").get<double>(),
+                           u.at("payload_sha256").get<std::string>(), json_int<uint64_t>(u.at("size")), json_int<int64_t>(u.at("base_version")), json_int<int64_t>(u.at("staleness")),
+                           json_int<int64_t>(u.at("steps")), json_int<int64_t>(u.at("samples")), u.at("weight").get<double>(),
                            u.at("reward_mean").get<double>(), u.at("accuracy").get<double>(), u.value("norm", 0.0),
                            u.value("signer", "")});
     for (auto& r : j.at("rejected"))
@@ -126,15 +128,15 @@ Result<Heartbeat> Heartbeat::parse(std::string_view text, const std::string& lab
     h.worker = j.at("worker").get<std::string>();
     h.host = j.value("host", "");
     h.state = j.at("state").get<std::string>();
-    h.pid = j.value("pid", int64_t{0});
-    h.time_ms = j.at("time_ms").get<int64_t>();
-    h.step = j.value("step", int64_t{0});
-    h.version = j.value("version", int64_t{0});
-    h.updates = j.value("updates", int64_t{0});
+    h.pid = json_int(j, "pid", int64_t{0});
+    h.time_ms = json_int<int64_t>(j.at("time_ms"));
+    h.step = json_int(j, "step", int64_t{0});
+    h.version = json_int(j, "version", int64_t{0});
+    h.updates = json_int(j, "updates", int64_t{0});
     h.samples_per_s = j.value("samples_per_s", 0.0);
     h.reward_mean = j.value("reward_mean", 0.0);
     h.accuracy = j.value("accuracy", 0.0);
-    h.bytes_uploaded = j.value("bytes_uploaded", uint64_t{0});
+    h.bytes_uploaded = json_int(j, "bytes_uploaded", uint64_t{0});
     h.last_error = j.value("last_error", "");
     return {};
   });
@@ -146,9 +148,9 @@ nlohmann::json EvalRecord::to_json() const {
 
 Result<EvalRecord> EvalRecord::parse(std::string_view text, const std::string& label) {
   return parse_with<EvalRecord>(text, label, [&](const nlohmann::json& j, EvalRecord& e) -> Status {
-    e.version = j.at("version").get<int64_t>();
-    e.n = j.at("n").get<int64_t>();
-    e.time_ms = j.at("time_ms").get<int64_t>();
+    e.version = json_int<int64_t>(j.at("version"));
+    e.n = json_int<int64_t>(j.at("n"));
+    e.time_ms = json_int<int64_t>(j.at("time_ms"));
     e.accuracy = j.at("accuracy").get<double>();
     e.reward_mean = j.at("reward_mean").get<double>();
     return {};

@@ -5,6 +5,7 @@
 
 #include "util/ed25519.h"
 #include "util/hash.h"
+#include "util/json_int.h"
 
 namespace brl::protocol {
 
@@ -76,20 +77,20 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
   ParsedUpdate p;
   UpdateHeader& h = p.header;
   try {
-    h.format = j.at("format").get<int>();
+    h.format = json_int<int>(j.at("format"));
     if (h.format != 1) return corrupt(label, "header format " + std::to_string(h.format) + " is not supported (expected 1)");
     h.worker = j.at("worker").get<std::string>();
     h.id = j.at("id").get<std::string>();
-    h.base_version = j.at("base_version").get<int64_t>();
-    h.steps = j.at("steps").get<int64_t>();
-    h.samples = j.at("samples").get<int64_t>();
+    h.base_version = json_int<int64_t>(j.at("base_version"));
+    h.steps = json_int<int64_t>(j.at("steps"));
+    h.samples = json_int<int64_t>(j.at("samples"));
     h.reward_mean = j.at("reward_mean").get<double>();
     h.reward_std = j.at("reward_std").get<double>();
     h.accuracy = j.at("accuracy").get<double>();
     h.codec = j.at("codec").get<std::string>();
     h.payload_sha256 = j.at("payload_sha256").get<std::string>();
-    h.payload_size = j.at("payload_size").get<uint64_t>();
-    h.created_ms = j.at("created_ms").get<int64_t>();
+    h.payload_size = json_int<uint64_t>(j.at("payload_size"));
+    h.created_ms = json_int<int64_t>(j.at("created_ms"));
     h.seconds = j.value("seconds", 0.0);
     h.signer = j.value("signer", "");
     h.signature = j.value("signature", "");

@@ -26,8 +26,8 @@ void BpeModel::load(const json& m, const std::string& file) {
   };
   if (!m.contains("vocab") || !m["vocab"].is_object()) bad("vocab", "must be an object of token -> id");
   for (auto& [tok, id] : m["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      bad("vocab['" + tok + "']", "is not a non-negative 32-bit id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
+      bad("vocab['" + tok + "']", "= " + id.dump() + " is not an id in [0, " + std::to_string(kMaxTokenId) + "]");
     vocab_[tok] = id.get<int32_t>();
     max_id_ = std::max(max_id_, id.get<int32_t>());
   }

@@ -15,6 +15,11 @@
 
 namespace brl::tok {
 
+// Token ids index dense tables (vocab_size = max id + 1), so a file's largest id decides an
+// allocation: ids above this are refused rather than allocated (2^31 - 1 asked for 64 GB and
+// overflowed max id + 1). The largest published vocabularies have ~2.6e5 tokens.
+constexpr int64_t kMaxTokenId = (1 << 22) - 1;
+
 class BpeModel {
  public:
   // m: the "model" object of tokenizer.json; file: its path, for error messages.

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_int.h"
 
 namespace brl::tok {
 
@@ -32,6 +33,9 @@ std::string type_of(const json& j, const std::string& file, const std::string& f
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) throw UserError(file + ": " + field + " has no \"type\"");
   return j["type"].get<std::string>();
 }
+
+// Optional fields are read with value(key, json()): const operator[] on an absent key is
+// undefined behaviour in nlohmann (it read past the object's map; fuzz/tokenizer_json_fuzz).
 
 // {"String": s} -> literal s (regex-escaped); {"Regex": r} -> r.
 std::string pattern_regex(const json& p, const std::string& file, const std::string& field, bool* literal = nullptr,
@@ -75,7 +79,7 @@ void parse_normalizer(const json& n, Pipeline& p, const std::string& field) {
   } else if (type == "Replace") {
     NormStep s{NormStep::kReplace};
     bool literal = false;
-    std::string re = pattern_regex(n["pattern"], p.file, field + ".pattern", &literal, &s.a);
+    std::string re = pattern_regex(n.value("pattern", json()), p.file, field + ".pattern", &literal, &s.a);
     if (!literal) s.re = std::make_shared<Regex>(re, p.file + ": " + field + ".pattern");
     s.b = n.value("content", std::string());
     p.norm.push_back(s);
@@ -108,7 +112,7 @@ void parse_pre(const json& j, Pipeline& p, const std::string& field) {
     else if (beh == "MergedWithNext") s.behavior = PreStep::kMergedWithNext;
     else unsupported(p.file, field + ".behavior", beh, "Isolated, Removed, MergedWithPrevious, MergedWithNext");
     s.invert = j.value("invert", false);
-    s.re = std::make_shared<Regex>(pattern_regex(j["pattern"], p.file, field + ".pattern"), p.file + ": " + field + ".pattern");
+    s.re = std::make_shared<Regex>(pattern_regex(j.value("pattern", json()), p.file, field + ".pattern"), p.file + ": " + field + ".pattern");
     p.pre.push_back(s);
   } else if (type == "Metaspace") {
     PreStep s{PreStep::kMetaspace};
@@ -133,7 +137,7 @@ void parse_decoder(const json& d, Pipeline& p, const std::string& field) {
   } else if (type == "Replace") {
     DecStep s{DecStep::kReplace};
     bool literal = false;
-    pattern_regex(d["pattern"], p.file, field + ".pattern", &literal, &s.a);
+    pattern_regex(d.value("pattern", json()), p.file, field + ".pattern", &literal, &s.a);
     if (!literal) unsupported(p.file, field + ".pattern", "Regex", "String");
     s.b = d.value("content", std::string());
     p.dec.push_back(s);
@@ -143,7 +147,14 @@ void parse_decoder(const json& d, Pipeline& p, const std::string& field) {
     p.dec.push_back({DecStep::kFuse});
   } else if (type == "Strip") {
     DecStep s{DecStep::kStrip, d.value("content", std::string(" "))};
-    s.start = d.value("start", 0u), s.stop = d.value("stop", 0u);
+    // HF's content is one char; an empty one made the strip loops spin `start` times.
+    if (s.a.empty() || utf8_len(static_cast<unsigned char>(s.a[0])) != s.a.size())
+      throw UserError(p.file + ": " + field + ".content '" + s.a + "' must be one character");
+    try {  // not value("start", 0u): that casts a float such as 1e18, undefined behaviour
+      s.start = json_int(d, "start", size_t{0}), s.stop = json_int(d, "stop", size_t{0});
+    } catch (const json::type_error&) {
+      throw UserError(p.file + ": " + field + ".start and .stop must be non-negative integers");
+    }
     p.dec.push_back(s);
   } else if (type == "Metaspace") {
     DecStep s{DecStep::kMetaspace, d.value("replacement", std::string(kMetaspace))};
@@ -183,8 +194,8 @@ void parse_post(const json& j, Pipeline& p, const std::string& field) {
       for (auto& x : st[id]["ids"]) (seen_seq ? p.suffix_ids : p.prefix_ids).push_back(x.get<int32_t>());
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-    p.prefix_ids.push_back(ids_of(j["cls"], field + ".cls"));
-    p.suffix_ids.push_back(ids_of(j["sep"], field + ".sep"));
+    p.prefix_ids.push_back(ids_of(j.value("cls", json()), field + ".cls"));
+    p.suffix_ids.push_back(ids_of(j.value("sep", json()), field + ".sep"));
   } else {
     unsupported(p.file, field + ".type", type, "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence");
   }

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -134,13 +135,19 @@ void split_added(const AddedSet& set, const std::string& text, bool at_start, st
   if (seg_start < text.size()) out.push_back({text.substr(seg_start), -1, at_start && seg_start == 0});
 }
 
-json read_json(const fs::path& p) {
-  std::ifstream f(p);
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
   if (!f) throw UserError("cannot read '" + p.string() + "'", "check that the file exists and is readable");
-  json j = json::parse(f, nullptr, false);
-  if (j.is_discarded()) throw UserError(p.string() + ": not valid JSON");
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+json parse_json(std::string_view text, const std::string& label) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw UserError(label + ": not valid JSON");
   return j;
 }
+
+json read_json(const fs::path& p) { return parse_json(read_text(p), p.string()); }
 
 }  // namespace
 
@@ -164,8 +171,10 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::Tokenizer(const Tokenizer&) = default;
 Tokenizer& Tokenizer::operator=(const Tokenizer&) = default;
 
-Tokenizer Tokenizer::from_file(const std::string& path) {
-  json j = read_json(path);
+Tokenizer Tokenizer::from_file(const std::string& path) { return from_json(read_text(path), path); }
+
+Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
+  json j = parse_json(text, path);
   auto t = std::make_shared<Impl>();
   t->file = path;
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
@@ -185,8 +194,8 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
     const json& a = at[i];
     std::string f = "added_tokens[" + std::to_string(i) + "]";
     if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") || !a["id"].is_number_integer() ||
-        a["id"].get<int64_t>() < 0 || a["content"].get<std::string>().empty())
-      throw UserError(path + ": " + f + " needs a non-empty \"content\" and a non-negative \"id\"");
+        a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > kMaxTokenId || a["content"].get<std::string>().empty())
+      throw UserError(path + ": " + f + " needs a non-empty \"content\" and an \"id\" in [0, " + std::to_string(kMaxTokenId) + "]");
     bool special = a.value("special", false);
     t->added.push_back({a["content"].get<std::string>(), a["id"].get<int32_t>(), special, a.value("normalized", !special),
                         a.value("lstrip", false), a.value("rstrip", false), a.value("single_word", false)});
@@ -248,7 +257,7 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     json j = read_json(d / f);
     if (!j.is_object()) throw UserError((d / f).string() + ": expected a JSON object");
     std::string file = (d / f).string();
-    auto field = [&](const std::string& name) -> const json* {
+    auto field = [&, suffix = suffix](const std::string& name) -> const json* {  // clang 14: no binding captures
       std::string k = name + suffix;
       return j.contains(k) ? &j[k] : nullptr;
     };

@@ -17,6 +17,8 @@ class Tokenizer {
  public:
   // tokenizer.json only.
   static Tokenizer from_file(const std::string& tokenizer_json_path);
+  // The text of a tokenizer.json already in memory; `label` names it in errors.
+  static Tokenizer from_json(std::string_view tokenizer_json, const std::string& label);
   // A model folder: tokenizer.json, plus tokenizer_config.json / generation_config.json /
   // config.json for bos/eos/pad where present.
   static Tokenizer from_dir(const std::string& model_dir);

@@ -87,7 +87,10 @@ void ConfigTable::set_from_json(const nlohmann::json& obj, const std::string& so
   if (!obj.is_object()) throw UserError(source + ": [" + section_ + "] must be a table of key = value");
   std::vector<std::string> names;
   for (auto& f : fields_) names.push_back(f.name);
-  for (auto& [k, v] : obj.items()) {
+  for (auto& item : obj.items()) {
+    // Not a structured binding: clang 14 (the sanitizer build) cannot capture one in a lambda.
+    const std::string& k = item.key();
+    const nlohmann::json& v = item.value();
     auto it = std::find_if(fields_.begin(), fields_.end(), [&](auto& f) { return f.name == k; });
     if (it == fields_.end())
       throw UserError(source + ": unknown key '" + k + "' in [" + section_ + "]",

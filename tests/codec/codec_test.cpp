@@ -510,7 +510,7 @@ TEST(CodecHostile, DamagedBodiesBehindAValidChecksum) {
           b[bit / 8] ^= static_cast<char>(1 << (bit % 8));
         }
       } else if (mode == 1) {  // random byte overwrite
-        b[static_cast<size_t>(g.uniform() * b.size())] = static_cast<char>(g.uniform() * 256);
+        b[static_cast<size_t>(g.uniform() * b.size())] = static_cast<char>(static_cast<uint8_t>(g.uniform() * 256));
       } else {  // truncation
         b.resize(static_cast<size_t>(g.uniform() * b.size()));
       }

@@ -1,4 +1,5 @@
-// Shared helpers for the model tests: temp folders, thread set-up, tiny configs.
+// Shared helpers for the model tests: thread set-up, tiny configs (temp folders and files:
+// ../test_files.h).
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "../test_files.h"
 #include "model/config.h"
 
 namespace brl::test {
@@ -16,24 +18,6 @@ namespace brl::test {
 inline int init_threads() {
   at::set_num_threads(std::max(1u, std::thread::hardware_concurrency()));
   return 0;
-}
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/brl_model_test_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string str(const std::string& sub = "") const { return (path / sub).string(); }
-};
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 // A tiny model of each family: GQA (4 heads, 2 kv heads), odd sizes to catch transposes.

@@ -215,6 +215,25 @@ TEST(SignedUpdate, KeysAndMalformedFields) {
   }
 }
 
+// An integer header field holding a float out of range was a float -> int64 cast, undefined
+// behaviour (regression input fuzz/corpus/update/base_version_1e300).
+TEST(Update, IntegerHeaderFieldsRefuseFloats) {
+  const std::string payload(10, 'x');
+  for (const char* v : {"1e300", "3.5"}) {
+    nlohmann::json h = header().to_json();
+    h["payload_sha256"] = sha256_hex(payload);
+    h["payload_size"] = payload.size();
+    h["base_version"] = nlohmann::json::parse(v);
+    const std::string js = h.dump();
+    std::string obj = "BRLUPD1\n";
+    for (int i = 0; i < 4; ++i) obj.push_back(static_cast<char>((js.size() >> (8 * i)) & 0xff));
+    auto p = parse_update(obj + js + payload, "u");
+    ASSERT_FALSE(p) << v;
+    EXPECT_EQ(p.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(p.status().message().find("wrong type"), std::string::npos) << p.status().message();
+  }
+}
+
 TEST(Records, ManifestRoundTripAndValidation) {
   Manifest m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}});
   m.rejected = {{"w2", "id2", "stale: too old"}};
@@ -243,6 +262,30 @@ TEST(Records, ManifestRoundTripAndValidation) {
   EXPECT_NE(e.status().message().find("global/v4/manifest.json"), std::string::npos);
   EXPECT_FALSE(Manifest::parse("{not json", "m"));
   EXPECT_FALSE(RunDescription::parse(R"({"protocol_version": 2})", "run.json"));
+}
+
+// Integer fields hold JSON integers that fit: 1e300 was a float -> int64 cast, undefined
+// behaviour (fuzz/records_fuzz, regression input fuzz/corpus/records/heartbeat_time_1e39).
+TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRange) {
+  auto m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}}).to_json();
+  for (const char* v : {"1e300", "4.0", "-1e300"}) {
+    auto j = m;
+    j["version"] = nlohmann::json::parse(v);
+    EXPECT_FALSE(Manifest::parse(j.dump(), "m")) << v;
+    j = m;
+    j["updates"][0]["staleness"] = nlohmann::json::parse(v);
+    EXPECT_FALSE(Manifest::parse(j.dump(), "m")) << v;
+  }
+  auto j = m;
+  j["payload"]["size"] = -1;
+  auto e = Manifest::parse(j.dump(), "global/v4/manifest.json");
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(e.status().message().find("wrong type"), std::string::npos) << e.status().message();
+  EXPECT_FALSE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1.76e39})", "hb"));
+  EXPECT_FALSE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1, "pid": 1e300})", "hb"));
+  EXPECT_TRUE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1})", "hb"));
+  EXPECT_FALSE(EvalRecord::parse(R"({"version": 1, "n": 1e19, "time_ms": 1, "accuracy": 0.5, "reward_mean": 0.5})", "ev"));
 }
 
 TEST(Bucket, AdapterEncodingRoundTripsAndRejectsNonFinite) {

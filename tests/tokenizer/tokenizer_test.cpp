@@ -15,7 +15,16 @@ using Ids = std::vector<int32_t>;
 
 namespace {
 std::string data(const std::string& f) { return std::string(BRL_SOURCE_DIR) + "/tests/tokenizer/data/" + f; }
+// The UserError of loading tokenizer.json text, or "no error".
+std::string load_error(const std::string& text) {
+  try {
+    Tokenizer::from_json(text, "t.json");
+  } catch (const brl::UserError& e) {
+    return e.what();
+  }
+  return "no error";
 }
+}  // namespace
 
 TEST(Tokenizer, ByteLevelBpeMergeOrder) {
   auto t = Tokenizer::from_file(data("tiny_bpe.json"));
@@ -73,6 +82,46 @@ TEST(Tokenizer, ErrorsNameFileAndField) {
             std::string::npos);
   EXPECT_THROW(Tokenizer::from_dir("/nonexistent"), brl::UserError);
   std::filesystem::remove_all(dir);
+}
+
+// Fields a step needs but the file lacks are UserErrors naming the field; they were reads
+// past the end of nlohmann's object map (fuzz/tokenizer_json_fuzz, regression input
+// fuzz/corpus/tokenizer_json/replace_without_pattern.json).
+TEST(Tokenizer, MissingStepFieldsAreUserErrors) {
+  auto msg = [](const std::string& step) { return load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, )" + step + "}"); };
+  EXPECT_NE(msg(R"("normalizer": {"type": "Replace", "content": "x"})").find("normalizer.pattern must be"), std::string::npos);
+  EXPECT_NE(msg(R"("pre_tokenizer": {"type": "Split", "behavior": "Removed"})").find("pre_tokenizer.pattern must be"), std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Replace", "content": " "})").find("decoder.pattern must be"), std::string::npos);
+  EXPECT_NE(msg(R"("post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 0]})").find("post_processor.cls must be [token, id]"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("post_processor": {"type": "BertProcessing", "cls": ["<s>", 0]})").find("post_processor.sep must be [token, id]"),
+            std::string::npos);
+  // Strip: an empty content spun the decoder 1e18 times; a float count was a float -> int
+  // cast out of range (regression inputs fuzz/corpus/tokenizer_json/strip_*.json).
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "", "start": 1000000000000000000})").find("decoder.content '' must be one character"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "ab", "start": 1})").find("must be one character"), std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "start": 1e18})").find("decoder.start and .stop must be non-negative integers"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "stop": -1})").find("decoder.start and .stop"), std::string::npos);
+  EXPECT_EQ(msg(R"("decoder": {"type": "Strip", "content": "▁", "start": 1})"), "no error");
+}
+
+// Ids size dense tables: a vocab id of 2^31 - 1 overflowed max id + 1 (UBSan), an added
+// token id of 2^32 - 1 wrapped to -1 and indexed the table at SIZE_MAX, 2e9 asked for 64 GB.
+// Regression inputs fuzz/corpus/tokenizer_json/{vocab_id_int32_max,added_id_wraps}.json.
+TEST(Tokenizer, IdsOutsideTheTableLimitAreUserErrors) {
+  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": 2147483647}}})").find("vocab['a'] = 2147483647 is not an id in [0, 4194303]"),
+            std::string::npos);
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}})";
+  for (const char* id : {"4294967295", "2000000000", "4194304", "-1", "1.5"})
+    EXPECT_NE(load_error(R"({"added_tokens": [{"id": )" + std::string(id) + R"(, "content": "<x>"}], )" + model + "}")
+                  .find("added_tokens[0] needs a non-empty \"content\" and an \"id\" in [0, 4194303]"),
+              std::string::npos)
+        << id;
+  auto t = Tokenizer::from_json(R"({"added_tokens": [{"id": 1000, "content": "<x>"}], )" + model + "}", "t.json");
+  EXPECT_EQ(t.vocab_size(), 1001);  // sparse ids are fine below the limit
+  EXPECT_EQ(t.encode("a<x>"), (Ids{0, 1000}));
 }
 
 TEST(Tokenizer, FromDirReadsSpecialTokens) {

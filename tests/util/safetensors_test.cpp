@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "test_util.h"
+#include "../test_files.h"
 #include "util/error.h"
 
 using namespace brl;
