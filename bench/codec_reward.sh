@@ -4,13 +4,14 @@
 # codec, REPS times, alternating codecs so machine noise hits all alike. Also reports the
 # mean bytes per update each codec put in the bucket.
 #   bench/codec_reward.sh [REPS]        (default 1)
-#   env: OUT (runs/codec-bench), WORKERS (2), SECONDS_PER_RUN (240), CODECS ("fp32 bf16 int8 int4"),
-#        EXE (build/bucketrl)
+#   env: OUT (runs/codec-bench), WORKERS (2), SECONDS_PER_RUN (90), CODECS ("fp32 bf16 int8 int4"),
+#        LR (2e-4: five times below the demo's, whose rate reaches 0.9 in one version and
+#        could not tell codecs apart), EXE (build/bucketrl)
 # The base model is made once (OUT/base, not timed) and shared by every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-1}
-OUT=${OUT:-runs/codec-bench} WORKERS=${WORKERS:-2} SECS=${SECONDS_PER_RUN:-240}
+OUT=${OUT:-runs/codec-bench} WORKERS=${WORKERS:-2} SECS=${SECONDS_PER_RUN:-90} LR=${LR:-2e-4}
 CODECS=${CODECS:-"fp32 bf16 int8 int4"} EXE=${EXE:-build/bucketrl}
 results=$OUT/results.jsonl
 mkdir -p "$OUT"
@@ -21,7 +22,7 @@ for ((r = 1; r <= REPS; ++r)); do
   for codec in $CODECS; do
     echo "== rep $r: codec $codec, $WORKERS workers, ${SECS} s"
     "$EXE" demo --out "$OUT" --workers "$WORKERS" --time-limit "$SECS" --target-accuracy 2 --http off \
-      --set sync.codec="$codec" >"$OUT/$codec-$r.log" 2>&1 || true
+      --set sync.codec="$codec" --set grpo.learning_rate="$LR" >"$OUT/$codec-$r.log" 2>&1 || true
     bytes=$("$EXE" status --bucket "$OUT/run/bucket" --json 2>/dev/null |
       python3 -c 'import json,sys; w=json.load(sys.stdin)["workers"]; b=sum(x.get("bytes_uploaded",0) for x in w); u=sum(x.get("updates",0) for x in w); print(b/max(u,1))' || echo 0)
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(rep=int(sys.argv[2]), codec=sys.argv[3], bytes_per_update=float(sys.argv[4])); print(json.dumps(j))' \

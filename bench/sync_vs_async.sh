@@ -5,26 +5,28 @@
 # steps. Reports the time to the held-out accuracy target of each mode and async / sync.
 #   bench/sync_vs_async.sh [REPS]     (default 1; medians over REPS pairs, run alternately)
 #   env: OUT (runs/sync-bench), WORKERS (4), SLOW (4), STEPS (K = 4), TARGET (0.9),
-#        LIMIT (900 s per run), EXE (build/bucketrl)
-# Both modes share OUT/base (the cached demo base model; made on the first run, not timed).
+#        LR (1e-4: ten times below the demo's, so that reaching the target takes many
+#        rounds rather than one or two), LIMIT (900 s per run), EXE (build/bucketrl)
+# Both modes share OUT/base (the cached demo base model; made first, not timed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-1}
 OUT=${OUT:-runs/sync-bench} WORKERS=${WORKERS:-4} SLOW=${SLOW:-4} STEPS=${STEPS:-4}
-TARGET=${TARGET:-0.9} LIMIT=${LIMIT:-900} EXE=${EXE:-build/bucketrl}
+TARGET=${TARGET:-0.9} LR=${LR:-1e-4} LIMIT=${LIMIT:-900} EXE=${EXE:-build/bucketrl}
 slow=()
 for ((i = 1; i < WORKERS; ++i)); do slow+=(1); done
 slow+=("$SLOW")
 results=$OUT/results.jsonl
 mkdir -p "$OUT"
 : >"$results"
+[[ -f $OUT/base/model.safetensors ]] || "$EXE" demo --out "$OUT" --time-limit 1 --http off >"$OUT/base.log" 2>&1 || true
 for ((r = 1; r <= REPS; ++r)); do
   for mode in async sync; do
     flag=()
     [[ $mode == sync ]] && flag=(--sync)
     echo "== rep $r: $mode, $WORKERS workers, slowdown ${slow[*]}, sync every $STEPS steps"
     "$EXE" demo --out "$OUT" --workers "$WORKERS" --slowdown "${slow[@]}" "${flag[@]}" \
-      --target-accuracy "$TARGET" --time-limit "$LIMIT" --set sync.sync_steps="$STEPS" >"$OUT/$mode-$r.log" 2>&1 || true
+      --target-accuracy "$TARGET" --time-limit "$LIMIT" --set sync.sync_steps="$STEPS" --set grpo.learning_rate="$LR" --http off >"$OUT/$mode-$r.log" 2>&1 || true
     tail -6 "$OUT/$mode-$r.log"
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["rep"]=int(sys.argv[2]); print(json.dumps(j))' \
       "$OUT/run/summary.json" "$r" >>"$results"

@@ -23,8 +23,9 @@ int single_process(const brl::async::DemoOptions& o) {
   brl::RunConfig cfg = brl::demo_run_config();
   cfg.train.output_dir = (fs::path(o.out) / "grpo").string();
   cfg.apply_overrides(o.overrides);
-  brl::cli::init_compute(cfg.train.threads);
+  brl::cli::init_compute(0);  // pretraining: every core
   auto base = brl::async::ensure_demo_base(o.out, cfg);
+  brl::cli::init_compute(cfg.train.threads);
   cfg.model.path = base.dir;
   double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto s = brl::grpo::run_training(cfg, /*resume=*/false, std::max(30.0, o.time_limit_s - used), o.target_accuracy);
@@ -48,7 +49,8 @@ brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA ove
   app.add_option("--http", o.http, "the proxy's live dashboard on ADDR:PORT (off: none)")->capture_default_str();
   return [] {
     if (o.workers == 0) return single_process(o);
-    brl::cli::init_compute(1);
+    // Every core for pretraining the base; after that this process only supervises.
+    brl::cli::init_compute(0);
     if (auto a = brl::obs::parse_listen_address(o.http); !a.off)
       LOG_INFO("demo: live dashboard at http://{}:{}/ once training starts", a.host, a.port);
     auto t0 = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 // The demo recipe. Why these values:
 //  * Task: two-digit addition (a+b=, a, b in [0, 99]); 200 held-out problems never trained on.
-//  * Base model: 128 wide, 4 layers (the PretrainOptions defaults), taught the skill and a
+//  * Base model: 128 wide, 4 layers (the PretrainOptions defaults), 256 sequences a step
+//    (measured: skill 0.975 after 1100 steps; at 64 a step it was 0.84 after 2350), taught the skill and a
 //    wrong habit: 60 % of the answers it is shown carry a sign error ("-46" for 46). The sign
 //    is the first answer token only, so the digits are always taught right (pretraining costs
 //    what clean pretraining costs); the greedy answer starts with "-" (held-out accuracy near
@@ -45,6 +46,7 @@ namespace brl::grpo {
 
 PretrainOptions demo_pretrain_options() {
   PretrainOptions o;
+  o.batch_size = 256;
   o.label_error_rate = 0.6;
   o.habit = "negate";
   o.target_accuracy = 0.97;
