@@ -14,19 +14,11 @@
 #include "prom_check.h"
 #include "protocol/layout.h"
 #include "store/local_store.h"
+#include "../test_files.h"
 
 using namespace brl;
 
 namespace {
-
-struct Tmp {
-  std::filesystem::path path;
-  Tmp() {
-    char t[] = "/tmp/brl_obs_XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~Tmp() { std::filesystem::remove_all(path); }
-};
 
 protocol::FoldedUpdate folded(const std::string& w, const std::string& id, int64_t samples, double reward, uint64_t size,
                               int64_t staleness) {
@@ -86,7 +78,7 @@ TEST(Monitor, SummarizesVersionsByHand) {
 }
 
 TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
-  Tmp tmp;
+  test::TempDir tmp;
   auto bucket = std::make_unique<store::LocalStore>(tmp.path.string());
   put_manifest(*bucket, 0, {});
   put_manifest(*bucket, 1, {folded("w0", "a", 10, 0.2, 1000, 0), folded("w1", "b", 30, 0.6, 3000, 1)},
@@ -171,7 +163,7 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
 }
 
 TEST(Monitor, TokenFromFileOrEnvironment) {
-  Tmp tmp;
+  test::TempDir tmp;
   std::string f = (tmp.path / "token").string();
   FILE* fp = std::fopen(f.c_str(), "w");
   std::fputs("  tok-from-file \nsecond line\n", fp);
