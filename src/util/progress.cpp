@@ -178,6 +178,7 @@ void Progress::update(int64_t current, const std::string& extra) {
     return;
   }
   // Lines: each time another line_percent is done, or line_interval_s passed; the end is finish()'s.
+  if (now_ - last_line_ < o_.line_min_interval_s) return;
   int64_t bucket = last_bucket_;
   if (o_.total > 0 && o_.line_percent > 0) {
     if (current_ >= o_.total) return;

@@ -28,7 +28,8 @@ struct ProgressOptions {
   std::string unit_name = "steps";            // kCount only
   double redraw_interval_s = 0.1;             // bar: at most ~10 redraws a second
   double line_percent = 10;                   // lines: a line each time another 10% is done ...
-  double line_interval_s = 30;                // ... or 30 s passed since the last one
+  double line_interval_s = 30;                // ... or 30 s passed since the last one,
+  double line_min_interval_s = 1;             // but 1 s apart at least (quick work: the final line)
   bool lines = true;                          // false: lines mode prints nothing (the caller logs)
 };
 

@@ -79,17 +79,29 @@ TEST(Progress, LinesEveryTenPercentAndAFinalLine) {
   FakeIo f;
   Progress p(steps(100), ProgressMode::kLines, f.io());
   for (int i = 1; i <= 100; ++i) {
-    f.t += 0.1;  // 10 steps/s: 10 s in all, under line_interval_s
+    f.t += 0.25;  // 4 steps/s: 25 s in all, under line_interval_s
     p.update(i, "loss 0.5");
   }
   p.finish("loss 0.1");
   ASSERT_EQ(f.lines.size(), 10u);  // at 10%, 20%, ..., 90%, then the final line (none at 100%)
-  EXPECT_EQ(f.lines[0], "pretrain: 10/100 steps (10%), 10.0 steps/s, ETA 0:09; loss 0.5");
-  EXPECT_EQ(f.lines[8], "pretrain: 90/100 steps (90%), 10.0 steps/s, ETA 0:01; loss 0.5");
-  EXPECT_EQ(f.lines[9], "pretrain: done, 100/100 steps in 0:10, 10.0 steps/s; loss 0.1");
+  EXPECT_EQ(f.lines[0], "pretrain: 10/100 steps (10%), 4.00 steps/s, ETA 0:23; loss 0.5");  // 90 / 4 = 22.5 s
+  EXPECT_EQ(f.lines[8], "pretrain: 90/100 steps (90%), 4.00 steps/s, ETA 0:03; loss 0.5");  // 10 / 4 = 2.5 s
+  EXPECT_EQ(f.lines[9], "pretrain: done, 100/100 steps in 0:25, 4.00 steps/s; loss 0.1");
   EXPECT_TRUE(f.draws.empty());
   p.finish("again");  // once only
   EXPECT_EQ(f.lines.size(), 10u);
+}
+
+TEST(Progress, QuickWorkLogsOnlyTheFinalLine) {
+  FakeIo f;
+  Progress p(steps(100), ProgressMode::kLines, f.io());
+  for (int i = 1; i <= 100; ++i) {
+    f.t += 0.005;  // 0.5 s in all: every 10% comes within line_min_interval_s of the start
+    p.update(i);
+  }
+  p.finish();
+  ASSERT_EQ(f.lines.size(), 1u);
+  EXPECT_EQ(f.lines[0], "pretrain: done, 100/100 steps in 0:00, 200 steps/s");
 }
 
 TEST(Progress, LinesEveryIntervalWhenSlow) {
