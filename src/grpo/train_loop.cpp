@@ -13,6 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/progress.h"
 
 namespace brl::grpo {
 
@@ -78,8 +79,15 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     lora::save_peft(m, cfg.lora, ck, cfg.model.path);
     trainer.save_state((fs::path(ck) / "trainer_state.pt").string());
   };
+  ProgressOptions po;
+  po.label = "train";
+  po.total = cfg.grpo.max_steps;
+  po.initial = trainer.global_step();
+  Progress bar(po);
   while (trainer.global_step() < cfg.grpo.max_steps) {
     auto s = trainer.step();
+    bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean,
+                                   s.accuracy, s.loss, sum.final_accuracy));
     if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
       LOG_INFO("step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
                "len {:.1f} gen {:.1f}s train {:.1f}s",
@@ -99,6 +107,7 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     }
     if (stop) break;
   }
+  bar.finish();
   sum.steps = trainer.global_step();
   sum.adapter_dir = (fs::path(out) / "adapter").string();
   lora::save_peft(m, cfg.lora, sum.adapter_dir, cfg.model.path);
