@@ -104,18 +104,18 @@ double Progress::eta_s() const {
   return static_cast<double>(std::max<int64_t>(0, o_.total - current_)) / r;
 }
 
-std::string Progress::amount() const {
+std::string Progress::amount(bool of_total) const {
   switch (o_.unit) {
     case ProgressUnit::kBytes:
-      return o_.total > 0 ? format_bytes(static_cast<double>(current_)) + "/" + format_bytes(static_cast<double>(o_.total))
-                          : format_bytes(static_cast<double>(current_));
+      return of_total ? format_bytes(static_cast<double>(current_)) + "/" + format_bytes(static_cast<double>(o_.total))
+                      : format_bytes(static_cast<double>(current_));
     case ProgressUnit::kSeconds:
-      return o_.total > 0 ? format_duration(static_cast<double>(current_)) + "/" + format_duration(static_cast<double>(o_.total))
-                          : format_duration(static_cast<double>(current_));
+      return of_total ? format_duration(static_cast<double>(current_)) + "/" + format_duration(static_cast<double>(o_.total))
+                      : format_duration(static_cast<double>(current_));
     case ProgressUnit::kCount:
       break;
   }
-  return (o_.total > 0 ? fmt::format("{}/{}", current_, o_.total) : std::to_string(current_)) + " " + o_.unit_name;
+  return (of_total ? fmt::format("{}/{}", current_, o_.total) : std::to_string(current_)) + " " + o_.unit_name;
 }
 
 namespace {
@@ -137,7 +137,7 @@ std::string Progress::bar_text() const {
     }
     s += fmt::format(" {:3.0f}% [{}]", 100 * frac, bar);
   }
-  s += fmt::format(" {}", amount());
+  s += fmt::format(" {}", amount(o_.total > 0));
   if (o_.unit != ProgressUnit::kSeconds) {  // for kSeconds the amount is the time already
     double eta = eta_s();
     s += fmt::format(" [{}{}, {}]", format_duration(elapsed_s()),
@@ -149,7 +149,7 @@ std::string Progress::bar_text() const {
 }
 
 std::string Progress::line_text() const {
-  std::string s = fmt::format("{}: {}", o_.label, amount());
+  std::string s = fmt::format("{}: {}", o_.label, amount(o_.total > 0));
   if (o_.total > 0) s += fmt::format(" ({:.0f}%)", 100.0 * static_cast<double>(current_) / static_cast<double>(o_.total));
   if (o_.unit != ProgressUnit::kSeconds) {
     s += fmt::format(", {}", rate_text(o_.unit, o_.unit_name, rate()));
@@ -172,8 +172,11 @@ void Progress::update(int64_t current, const std::string& extra) {
   now_ = io_.now();
   if (mode_ == ProgressMode::kBar) {
     if (now_ - last_draw_ < o_.redraw_interval_s) return;
-    io_.draw(cut_to_width(bar_text(), io_.width - 1));  // the last column would wrap on some terminals
+    std::string text = cut_to_width(bar_text(), io_.width - 1);  // the last column would wrap on some terminals
     last_draw_ = now_;
+    if (drawn_ && text == last_text_) return;
+    io_.draw(text);
+    last_text_ = std::move(text);
     drawn_ = true;
     return;
   }
@@ -201,7 +204,8 @@ void Progress::finish(const std::string& extra) {
     io_.end();
     return;
   }
-  std::string s = fmt::format("{}: done, {} in {}", o_.label, amount(), format_duration(elapsed_s()));
+  std::string s = fmt::format("{}: done, {} in {}", o_.label, amount(o_.total > 0 && current_ != o_.total),
+                              format_duration(elapsed_s()));
   if (o_.unit != ProgressUnit::kSeconds) s += fmt::format(", {}", rate_text(o_.unit, o_.unit_name, rate()));
   if (!extra_.empty()) s += fmt::format("; {}", extra_);
   emit_line(s);

@@ -65,7 +65,8 @@ class Progress {
   std::string line_text() const;  // what the lines mode prints now
 
  private:
-  std::string amount() const;  // "800/2000 steps", "1.2/5.0 MiB", "2:05/10:00"
+  // "800/2000 steps", "1.2/5.0 MiB", "2:05/10:00"; without the total: "2000 steps".
+  std::string amount(bool of_total) const;
   void emit_line(const std::string& s);
 
   ProgressOptions o_;
@@ -73,7 +74,7 @@ class Progress {
   ProgressIo io_;
   double t0_ = 0, now_ = 0;
   int64_t current_ = 0;
-  std::string extra_;
+  std::string extra_, last_text_;  // last_text_: the bar's last drawing
   double last_draw_ = -1e300, last_line_ = 0;
   int64_t last_bucket_ = 0;  // lines: floor(percent / line_percent) at the last line
   bool drawn_ = false, finished_ = false;

@@ -61,7 +61,9 @@ TEST(Progress, RateAndEtaOnAFixedClock) {
   EXPECT_DOUBLE_EQ(p.rate(), 2.0);   // (90 - 50) / 20 s
   EXPECT_DOUBLE_EQ(p.eta_s(), 80);   // (250 - 90) / 2
   EXPECT_EQ(p.line_text(), "pretrain: 90/250 steps (36%), 2.00 steps/s, ETA 1:20");
-  p.finish();
+  p.finish();  // stopped early (a target reached): the final line keeps the total
+  ASSERT_EQ(f.lines.size(), 2u);
+  EXPECT_EQ(f.lines[1], "pretrain: done, 90/250 steps in 0:20, 2.00 steps/s");
 }
 
 TEST(Progress, UnknownTotalHasNoEta) {
@@ -86,7 +88,7 @@ TEST(Progress, LinesEveryTenPercentAndAFinalLine) {
   ASSERT_EQ(f.lines.size(), 10u);  // at 10%, 20%, ..., 90%, then the final line (none at 100%)
   EXPECT_EQ(f.lines[0], "pretrain: 10/100 steps (10%), 4.00 steps/s, ETA 0:23; loss 0.5");  // 90 / 4 = 22.5 s
   EXPECT_EQ(f.lines[8], "pretrain: 90/100 steps (90%), 4.00 steps/s, ETA 0:03; loss 0.5");  // 10 / 4 = 2.5 s
-  EXPECT_EQ(f.lines[9], "pretrain: done, 100/100 steps in 0:25, 4.00 steps/s; loss 0.1");
+  EXPECT_EQ(f.lines[9], "pretrain: done, 100 steps in 0:25, 4.00 steps/s; loss 0.1");
   EXPECT_TRUE(f.draws.empty());
   p.finish("again");  // once only
   EXPECT_EQ(f.lines.size(), 10u);
@@ -101,7 +103,7 @@ TEST(Progress, QuickWorkLogsOnlyTheFinalLine) {
   }
   p.finish();
   ASSERT_EQ(f.lines.size(), 1u);
-  EXPECT_EQ(f.lines[0], "pretrain: done, 100/100 steps in 0:00, 200 steps/s");
+  EXPECT_EQ(f.lines[0], "pretrain: done, 100 steps in 0:00, 200 steps/s");
 }
 
 TEST(Progress, LinesEveryIntervalWhenSlow) {
@@ -227,5 +229,10 @@ TEST(Progress, SecondsUnitShowsTimeNotRate) {
   f.t += 125;
   p.update(125, "v12  held-out accuracy 0.810");
   EXPECT_EQ(p.bar_text(), "run  21% [=====>                  ] 2:05/10:00  v12  held-out accuracy 0.810");
+  f.t += 0.5;
+  p.update(125);  // the same text: not drawn again
+  EXPECT_EQ(f.draws.size(), 1u);
   p.finish();
+  EXPECT_EQ(f.draws.size(), 2u);  // the final drawing always
+  EXPECT_EQ(f.ends, 1);
 }
