@@ -86,8 +86,6 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   Progress bar(po);
   while (trainer.global_step() < cfg.grpo.max_steps) {
     auto s = trainer.step();
-    bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean,
-                                   s.accuracy, s.loss, sum.final_accuracy));
     if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
       LOG_INFO("step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
                "len {:.1f} gen {:.1f}s train {:.1f}s",
@@ -105,6 +103,8 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
       sum.final_accuracy = eval_now(s.step);
       if (target_accuracy > 0 && sum.final_accuracy >= target_accuracy) stop = true;
     }
+    bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean,
+                                   s.accuracy, s.loss, sum.final_accuracy));
     if (stop) break;
   }
   bar.finish();
