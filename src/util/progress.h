@@ -3,6 +3,7 @@
 // kept below the log lines (see set_status_line in util/log.h). Elsewhere (CI, the log files
 // of `bucketrl run`'s children): plain log lines every `line_percent` of the total or every
 // `line_interval_s`, and a final one, so logs stay greppable. BRL_PROGRESS=bar|lines|off.
+// One thread updates a Progress; log lines may come from any thread.
 // Non-goals: several bars at once, progress inside a single object transfer.
 #pragma once
 
