@@ -18,6 +18,7 @@
 #include "protocol/layout.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/progress.h"
 
 extern char** environ;
 
@@ -187,7 +188,21 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
       if (c.name.rfind("worker-", 0) == 0 && !(c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return false;
     return true;
   };
+  // On a terminal a live line under the per-version log lines; elsewhere those lines suffice.
+  ProgressOptions po;
+  po.label = "run";
+  po.unit = ProgressUnit::kSeconds;
+  po.total = static_cast<int64_t>(opt.time_limit_s);
+  po.lines = false;
+  Progress status(po);
+  auto status_text = [&] {
+    std::string t = fmt::format("v{}", std::max<int64_t>(shown, 0));
+    if (shown_eval >= 0) t += fmt::format("  accuracy {:.3f} at v{}", sum.final_accuracy, shown_eval);
+    if (opt.target_accuracy > 0) t += fmt::format(" (target {:.2f})", opt.target_accuracy);
+    return t;
+  };
   while (!stop.load() && !target_hit) {
+    status.update(static_cast<int64_t>(elapsed()), status_text());
     if (opt.time_limit_s > 0 && elapsed() > opt.time_limit_s) break;
     for (auto& c : kids) {
       if (!reap(c, false) || c.pid < 0 || !c.exited) continue;
@@ -225,6 +240,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  status.finish(status_text());
 
   LOG_INFO("run: stopping (workers upload their last delta, the proxy folds it)");
   std::vector<Child*> workers, others;

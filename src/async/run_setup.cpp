@@ -14,6 +14,7 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/progress.h"
 
 namespace brl::async {
 
@@ -35,14 +36,27 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   }
 
   protocol::RunDescription run;
+  std::vector<fs::directory_entry> base;
+  ProgressOptions po;
+  po.label = "init: upload base";
+  po.unit = ProgressUnit::kBytes;
   for (auto& e : fs::directory_iterator(dir)) {
     std::string name = e.path().filename().string();
     if (!e.is_regular_file() || name[0] == '.') continue;
+    base.push_back(e);
+    po.total += static_cast<int64_t>(e.file_size());
+  }
+  Progress bar(po);
+  for (auto& e : base) {
+    std::string name = e.path().filename().string();
     protocol::BaseFile f{name, sha256_file_hex(e.path().string()), static_cast<uint64_t>(e.file_size())};
     LOG_INFO("init: uploading base/{} ({} bytes)", name, f.size);
+    bar.add(0, protocol::base_key(name));
     s.put_file(protocol::base_key(name), e.path().string()).throw_if_error();
+    bar.add(static_cast<int64_t>(f.size));
     run.base_files.push_back(f);
   }
+  bar.finish(std::to_string(base.size()) + " files");
   std::sort(run.base_files.begin(), run.base_files.end(), [](auto& a, auto& b) { return a.name < b.name; });
   run.base_sha256 = sha256_hex(protocol::base_digest(run.base_files));
 
@@ -142,7 +156,17 @@ std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& ru
   fs::path tmp = fs::path(cache_root) / (".tmp-" + run.base_sha256.substr(0, 16) + "-" + std::to_string(getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  for (auto& f : run.base_files) fetch_verified(s, protocol::base_key(f.name), f.sha256, tmp / f.name);
+  ProgressOptions po;
+  po.label = "download base";
+  po.unit = ProgressUnit::kBytes;
+  for (auto& f : run.base_files) po.total += static_cast<int64_t>(f.size);
+  Progress bar(po);
+  for (auto& f : run.base_files) {
+    bar.add(0, protocol::base_key(f.name));
+    fetch_verified(s, protocol::base_key(f.name), f.sha256, tmp / f.name);
+    bar.add(static_cast<int64_t>(f.size));
+  }
+  bar.finish(std::to_string(run.base_files.size()) + " files");
   std::ofstream(tmp / ".complete") << run.base_sha256 << "\n";
   std::error_code ec;
   if (fs::exists(done)) {  // another process finished while we downloaded

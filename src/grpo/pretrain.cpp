@@ -17,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/progress.h"
 #include "util/rng.h"
 
 namespace brl::grpo {
@@ -156,6 +157,13 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   HabitView habit_view(task, o.habit);
   PretrainResult res;
   uint64_t cursor = 0;
+  ProgressOptions po;
+  po.label = "pretrain";
+  po.total = o.max_steps;
+  Progress bar(po, progress ? progress_mode() : ProgressMode::kOff, default_progress_io());
+  auto stats = [&](double loss) {
+    return fmt::format("loss {:.4f} accuracy {:.3f} skill {:.3f}", loss, res.accuracy, res.skill);
+  };
   for (int step = 1; step <= o.max_steps; ++step) {
     // A batch of "prompt answer<eos>" sequences; loss on the answer and eos only.
     std::vector<std::vector<int32_t>> seqs;
@@ -188,6 +196,7 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     static_cast<torch::optim::AdamWOptions&>(opt.param_groups()[0].options()).lr(pretrain_lr(o, step));
     opt.step();
     res.steps = step;
+    const double loss_now = loss.item<double>();
     if (step % o.eval_every == 0 || step == o.max_steps) {
       torch::NoGradGuard ng;
       tasks::Task& scored = o.label_error_rate > 0 ? static_cast<tasks::Task&>(habit_view) : task;
@@ -196,10 +205,15 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
       res.skill = o.label_error_rate > 0 ? ev.reward_mean : ev.accuracy;
       if (progress)
         LOG_INFO("pretrain step {}/{}: loss {:.4f}, held-out accuracy {:.3f}, skill {:.3f} (stop at {:.2f})", step,
-                 o.max_steps, loss.item<double>(), res.accuracy, res.skill, o.target_accuracy);
-      if (res.skill >= o.target_accuracy) break;
+                 o.max_steps, loss_now, res.accuracy, res.skill, o.target_accuracy);
+      if (res.skill >= o.target_accuracy) {
+        bar.finish(stats(loss_now) + " (target reached)");
+        break;
+      }
     }
+    bar.update(step, stats(loss_now));
   }
+  bar.finish();
   m.set_requires_grad(false);
   model::save_model(m, o.out_dir);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

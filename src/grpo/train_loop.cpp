@@ -13,6 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/progress.h"
 
 namespace brl::grpo {
 
@@ -78,6 +79,11 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     lora::save_peft(m, cfg.lora, ck, cfg.model.path);
     trainer.save_state((fs::path(ck) / "trainer_state.pt").string());
   };
+  ProgressOptions po;
+  po.label = "train";
+  po.total = cfg.grpo.max_steps;
+  po.initial = trainer.global_step();
+  Progress bar(po);
   while (trainer.global_step() < cfg.grpo.max_steps) {
     auto s = trainer.step();
     if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
@@ -97,8 +103,11 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
       sum.final_accuracy = eval_now(s.step);
       if (target_accuracy > 0 && sum.final_accuracy >= target_accuracy) stop = true;
     }
+    bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean,
+                                   s.accuracy, s.loss, sum.final_accuracy));
     if (stop) break;
   }
+  bar.finish();
   sum.steps = trainer.global_step();
   sum.adapter_dir = (fs::path(out) / "adapter").string();
   lora::save_peft(m, cfg.lora, sum.adapter_dir, cfg.model.path);

@@ -11,6 +11,11 @@ namespace brl {
 void init_logging(const std::string& level = "");  // empty: from BRL_LOG_LEVEL, default info
 void set_log_level(const std::string& level);
 
+// A status line below the log on stderr (the progress bar on a terminal): a log line written
+// while it shows clears it first and draws it again below itself. Text without newlines.
+void set_status_line(const std::string& text);
+void end_status_line();  // keeps the status line on screen and continues below it
+
 }  // namespace brl
 
 #define BRL_LOG_DEBUG(...) SPDLOG_DEBUG(__VA_ARGS__)
