@@ -156,8 +156,10 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   int cores = std::max(1u, std::thread::hardware_concurrency());
   int per_worker = std::max(1, cores / opt.workers);
   // One thread pool per process: OpenBLAS and OpenMP must not each start one per core.
+  // Children write to log files: plain progress lines there, even if BRL_PROGRESS=bar here.
   auto threads_env = [](int n) {
-    return std::vector<std::string>{"OMP_NUM_THREADS=" + std::to_string(n), "OPENBLAS_NUM_THREADS=" + std::to_string(n)};
+    return std::vector<std::string>{"OMP_NUM_THREADS=" + std::to_string(n), "OPENBLAS_NUM_THREADS=" + std::to_string(n),
+                                    "BRL_PROGRESS=lines"};
   };
 
   std::vector<Child> kids;
