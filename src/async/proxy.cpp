@@ -12,6 +12,7 @@
 #include "protocol/health.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "store/local_store.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -335,6 +336,14 @@ void Proxy::collect_garbage() {
     }
   }
   gc_through_ = std::max(gc_through_, keep_from - 1);
+  // A writer killed mid-put leaves its temporary file in a directory bucket (never listed,
+  // never read): without this they pile up, one per crash, payload-sized.
+  if (opt_.bucket.rfind("s3://", 0) != 0)
+    if (auto raw = store::open_store(opt_.bucket); auto* local = dynamic_cast<store::LocalStore*>(raw.get()))
+      if (auto n = local->cleanup_stale_temp(); n && *n > 0) {
+        LOG_INFO("proxy: removed {} temporary files older than an hour (writers killed mid-put)", *n);
+        counters_.collected += *n;
+      }
 }
 
 bool Proxy::barrier_ready() const {
