@@ -181,9 +181,6 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (staleness > cfg_.aggregation.max_staleness)
     return reject("stale: base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
                   " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
-  // The same bytes under another id (a replay) must not count twice.
-  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end())
-    return reject("replay: the same delta as update " + it->second);
   auto delta = codec::decode(p->payload);
   if (!delta) return reject("corrupt: " + delta.status().message());
   if (delta->size() != global_.size())
@@ -199,6 +196,11 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
     }
   }
   const double norm = std::sqrt(sq);
+  // The same bytes under another id (a replay) must not count twice. A zero delta carries
+  // nothing to replay, and two workers whose groups all had equal rewards send the very same
+  // one: rejecting the second stalled the sync-mode barrier (it waits for every worker).
+  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end() && norm > 0)
+    return reject("replay: the same delta as update " + it->second);
   const auto& agg = cfg_.aggregation;
   if (agg.max_update_norm > 0 && norm > agg.max_update_norm)
     return reject(fmt::format("norm: |delta| = {:.4g} exceeds max_update_norm = {:.4g}", norm, agg.max_update_norm));

@@ -69,7 +69,8 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
       std::string id = u.worker + "/" + u.id;
       if (auto [it, fresh] = by_id.emplace(id, v); !fresh)
         r.errors.push_back("update " + id + " is folded into v" + std::to_string(it->second) + " and v" + std::to_string(v));
-      if (auto [it, fresh] = by_sha.emplace(u.payload_sha256, v); !fresh)
+      // Zero deltas (norm 0; or unknown in old manifests) may legitimately repeat.
+      if (auto [it, fresh] = u.norm > 0 ? by_sha.emplace(u.payload_sha256, v) : std::pair{by_sha.end(), true}; !fresh)
         r.errors.push_back("update content " + u.payload_sha256.substr(0, 16) + " (" + id + ") is folded twice (v" +
                            std::to_string(it->second) + ", v" + std::to_string(v) + ")");
       r.folded.insert(id);
