@@ -12,6 +12,7 @@
 #include "protocol/health.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "store/local_store.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -180,9 +181,6 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (staleness > cfg_.aggregation.max_staleness)
     return reject("stale: base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
                   " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
-  // The same bytes under another id (a replay) must not count twice.
-  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end())
-    return reject("replay: the same delta as update " + it->second);
   auto delta = codec::decode(p->payload);
   if (!delta) return reject("corrupt: " + delta.status().message());
   if (delta->size() != global_.size())
@@ -198,6 +196,11 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
     }
   }
   const double norm = std::sqrt(sq);
+  // The same bytes under another id (a replay) must not count twice. A zero delta carries
+  // nothing to replay, and two workers whose groups all had equal rewards send the very same
+  // one: rejecting the second stalled the sync-mode barrier (it waits for every worker).
+  if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end() && norm > 0)
+    return reject("replay: the same delta as update " + it->second);
   const auto& agg = cfg_.aggregation;
   if (agg.max_update_norm > 0 && norm > agg.max_update_norm)
     return reject(fmt::format("norm: |delta| = {:.4g} exceeds max_update_norm = {:.4g}", norm, agg.max_update_norm));
@@ -335,6 +338,14 @@ void Proxy::collect_garbage() {
     }
   }
   gc_through_ = std::max(gc_through_, keep_from - 1);
+  // A writer killed mid-put leaves its temporary file in a directory bucket (never listed,
+  // never read): without this they pile up, one per crash, payload-sized.
+  if (opt_.bucket.rfind("s3://", 0) != 0)
+    if (auto raw = store::open_store(opt_.bucket); auto* local = dynamic_cast<store::LocalStore*>(raw.get()))
+      if (auto n = local->cleanup_stale_temp(); n && *n > 0) {
+        LOG_INFO("proxy: removed {} temporary files older than an hour (writers killed mid-put)", *n);
+        counters_.collected += *n;
+      }
 }
 
 bool Proxy::barrier_ready() const {

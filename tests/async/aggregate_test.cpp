@@ -9,9 +9,11 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "async/aggregate.h"
@@ -437,6 +439,11 @@ TEST(ProxyRestart, ContinuesTheMomentumExactly) {
   auto run = [&](const std::string& dir, int restart_after) {
     auto s = protocol::open_bucket(dir);
     make_run(*s, proxy_config(), v0);
+    // What writers killed mid-put leave: GC removes temporary files after an hour, not before.
+    std::filesystem::create_directories(dir + "/updates/wa");
+    for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"}) std::ofstream(dir + t) << "partial";
+    std::filesystem::last_write_time(dir + "/updates/wa/.brl-tmp-1-1-old",
+                                     std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
     auto proxy = std::make_unique<Proxy>(ProxyOptions{dir, "p1", 0, 0});
     for (int v = 0; v < 6; ++v) {
       if (v == restart_after) proxy = std::make_unique<Proxy>(ProxyOptions{dir, "p2", 0, 0});
@@ -463,6 +470,10 @@ TEST(ProxyRestart, ContinuesTheMomentumExactly) {
     EXPECT_TRUE(bit_equal(got, want[v])) << "version " << v;
   }
   EXPECT_EQ(protocol::read_manifest(sb, 4).value().proxy, "p2");
+  for (auto& d : {a.str(), b.str()}) {
+    EXPECT_FALSE(std::filesystem::exists(d + "/updates/wa/.brl-tmp-1-1-old")) << d;
+    EXPECT_TRUE(std::filesystem::exists(d + "/updates/wa/.brl-tmp-1-2-new")) << d;
+  }
   // GC at v5 kept versions >= 4: the state of v1..v3 is gone, that of v4..v6 is there.
   auto m3 = protocol::read_manifest(sb, 3).value(), m5 = protocol::read_manifest(sb, 5).value();
   EXPECT_TRUE(sb.get(m3.stats["outer_state"]["key"].get<std::string>()).status().is_not_found());
@@ -482,6 +493,11 @@ TEST(ProxyRestart, MissingStateIsAnError) {
   {
     auto s = protocol::open_bucket(dir);
     make_run(*s, proxy_config(), v0);
+    // What writers killed mid-put leave: GC removes temporary files after an hour, not before.
+    std::filesystem::create_directories(dir + "/updates/wa");
+    for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"}) std::ofstream(dir + t) << "partial";
+    std::filesystem::last_write_time(dir + "/updates/wa/.brl-tmp-1-1-old",
+                                     std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
     Proxy p(ProxyOptions{dir, "p1", 0, 0});
     upload(*s, "wa", 0, 0, 10, module(2, 4, 4, gen, 0.1f));
     ASSERT_TRUE(p.poll_once());

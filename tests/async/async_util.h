@@ -7,8 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "async/run_setup.h"
@@ -16,6 +19,7 @@
 #include "grpo/pretrain.h"
 #include "model/loader.h"
 #include "protocol/bucket.h"
+#include "store/object_store.h"
 
 namespace brl::test {
 
@@ -79,9 +83,9 @@ inline RunConfig learnable_config(const std::string& base, const std::string& ou
   return c;
 }
 
-// Creates a run with cfg in tmp/bucket (as `bucketrl init` would); returns the bucket path.
-inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg) {
-  std::string bucket = tmp.str("bucket");
+// Creates a run with cfg in `url` (default tmp/bucket), as `bucketrl init` would; returns the bucket.
+inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg, const std::string& url = "") {
+  std::string bucket = url.empty() ? tmp.str("bucket") : url;
   auto s = protocol::open_bucket(bucket);
   async::init_run(*s, cfg);
   return bucket;
@@ -123,6 +127,45 @@ inline int stop(Proc& p, int sig = SIGTERM) {
   return st;
 }
 
+// Runs BRL_EXE with args to its end; returns the wait status.
+inline int run_to_end(const std::vector<std::string>& args, const std::string& log) {
+  Proc p = start(args, log);
+  int st = 0;
+  waitpid(p.pid, &st, 0);
+  return st;
+}
+
+// The proxy and `workers` workers of one run as real processes, each killable and
+// restartable; logs in dir/<name>.log (proxy, w0, w1, ...), one model cache for all.
+struct Cluster {
+  std::string bucket, dir;
+  int workers = 3;
+  std::vector<std::string> proxy_extra, worker_extra;  // more arguments for every start
+  std::vector<Proc> procs;                              // [0] the proxy, [1 + i] worker i
+
+  std::string name(size_t k) const { return k == 0 ? "proxy" : "w" + std::to_string(k - 1); }
+  std::string log(size_t k) const { return dir + "/" + name(k) + ".log"; }
+  std::vector<std::string> args(size_t k) const {
+    std::vector<std::string> a{"proxy", "--bucket", bucket};
+    if (k > 0)
+      a = {"worker", "--bucket", bucket, "--id", name(k), "--shard", std::to_string(k - 1) + "/" + std::to_string(workers),
+           "--threads", "1", "--cache-dir", dir + "/cache"};
+    for (auto& x : k == 0 ? proxy_extra : worker_extra) a.push_back(x);
+    return a;
+  }
+  void start(size_t k) { procs.at(k) = test::start(args(k), log(k)); }
+  void start_all() {
+    procs.resize(static_cast<size_t>(workers) + 1);
+    for (size_t k = 0; k < procs.size(); ++k) start(k);
+  }
+  // Clean stop: the workers upload their last delta and exit, then the proxy folds it.
+  void stop_all() {
+    for (size_t k = 1; k < procs.size(); ++k) test::stop(procs[k]);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!procs.empty()) test::stop(procs[0]);
+  }
+};
+
 inline std::string read_text(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return "";
@@ -132,6 +175,34 @@ inline std::string read_text(const std::string& path) {
   while ((n = std::fread(b, 1, sizeof b, f)) > 0) s.append(b, n);
   std::fclose(f);
   return s;
+}
+
+// Where any of the secrets (label, text) appears: in any file under dir (logs, a directory
+// bucket, caches) but `except`, and in any object of `bucket` if given. Each hit: "LABEL in PLACE".
+struct SecretSearch {
+  std::vector<std::string> hits;
+  int files = 0, logs = 0, objects = 0;  // searched; logs: non-empty *.log files
+};
+inline SecretSearch where_found(const std::vector<std::pair<std::string, std::string>>& secrets, const std::filesystem::path& dir,
+                                store::ObjectStore* bucket = nullptr, const std::filesystem::path& except = {}) {
+  SecretSearch r;
+  auto search = [&](const std::string& text, const std::string& place) {
+    for (auto& [label, secret] : secrets)
+      if (!secret.empty() && text.find(secret) != std::string::npos) r.hits.push_back(label + " in " + place);
+  };
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path() == except) continue;
+    std::string text = read_text(e.path().string());
+    ++r.files;
+    r.logs += e.path().extension() == ".log" && !text.empty();
+    search(text, e.path().string());
+  }
+  if (bucket)
+    for (auto& o : bucket->list_all("").value()) {
+      ++r.objects;
+      search(bucket->get(o.key).value(), bucket->describe() + "/" + o.key);
+    }
+  return r;
 }
 
 }  // namespace brl::test

@@ -32,18 +32,6 @@ std::string find_chromium() {
   return "";
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(fd);
-  return ntohs(sa.sin_port);
-}
-
 // Runs headless Chromium on url with the given mode flags; returns its stdout.
 std::string chromium(const std::string& exe, const std::string& profile, const std::string& flags, const std::string& url,
                      const std::string& out_file) {
@@ -87,7 +75,7 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
   const std::string bucket = test::init_bucket(tmp, cfg), cache = tmp.str("cache");
   // Sorts before every real update of w0: the proxy reads it first and rejects it.
   ASSERT_TRUE(protocol::open_bucket(bucket)->put("updates/w0/0000000000000-planted.upd", "not an update"));
-  const int port = free_port();
+  const int port = test::free_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
   std::vector<test::Proc> procs;
   procs.push_back(test::start({"proxy", "--bucket", bucket, "--http", "127.0.0.1:" + std::to_string(port)}, tmp.str("proxy.log")));

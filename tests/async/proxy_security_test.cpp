@@ -17,6 +17,7 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "protocol/verify.h"
 #include "store/local_store.h"
 #include "util/ed25519.h"
 #include "util/hash.h"
@@ -147,6 +148,24 @@ TEST(ProxySecurity, RunWithoutAllowList) {
   EXPECT_EQ(m1.updates[0].signer, "");
   EXPECT_EQ(m1.updates[1].signer, key_line(k));
   EXPECT_EQ(reasons(m1), (std::map<std::string, std::string>{{"wc", "forged"}}));
+}
+
+// Two workers whose groups all had equal rewards send the very same zero delta: not a replay
+// (rejecting one stalled the sync-mode barrier), and the run still verifies.
+TEST(ProxySecurity, IdenticalZeroDeltasAreNotReplays) {
+  TempDir b;
+  const std::string dir = b.str();
+  auto s = protocol::open_bucket(dir);
+  test::make_run(*s, RunConfig{}, v0());
+  put(*s, "wa", 0, object("wa", 0, delta(0.0f), nullptr));
+  put(*s, "wb", 1, object("wb", 1, delta(0.0f), nullptr));
+  Proxy p(ProxyOptions{dir, "p1", 0, 0});
+  ASSERT_TRUE(p.poll_once());
+  auto m1 = protocol::read_manifest(*s, 1).value();
+  EXPECT_EQ(folded(m1), (std::vector<std::string>{"wa", "wb"}));
+  EXPECT_TRUE(m1.rejected.empty());
+  auto r = protocol::verify_run(*s);
+  EXPECT_TRUE(r.ok()) << r.summary();
 }
 
 TEST(ProxySecurity, AbsoluteNormBound) {

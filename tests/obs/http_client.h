@@ -11,6 +11,19 @@
 
 namespace brl::test {
 
+// A loopback port that was free a moment ago (for a server started in another process).
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  socklen_t len = sizeof sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
 struct RawResponse {
   int status = 0;   // 0: no answer
   std::string head, body;

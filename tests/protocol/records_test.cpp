@@ -334,6 +334,7 @@ TEST(Verify, AcceptsAGoodRunAndNamesEachViolation) {
   Manifest m0 = manifest(0);
   ASSERT_TRUE(publish_version(*b.s, m0, encode_adapter(adapter(0))).is_ok());
   FoldedUpdate u{"w1", "id1", "s1", "p1", 10, 0, 0, 1, 64, 64, 0, 0};
+  u.norm = 1;  // a zero delta (norm 0) may repeat: two workers can send the very same one
   Manifest m1 = manifest(1, {u});
   ASSERT_TRUE(publish_version(*b.s, m1, encode_adapter(adapter(1))).is_ok());
   auto ok = verify_run(*b.s);
@@ -362,6 +363,44 @@ TEST(Verify, AcceptsAGoodRunAndNamesEachViolation) {
   auto gap = verify_run(*g.s);
   EXPECT_NE(gap.summary().find("version 1 is missing"), std::string::npos) << gap.summary();
   EXPECT_NE(gap.summary().find("does not match manifest v0"), std::string::npos) << gap.summary();
+}
+
+// Accounting: every update in updates/ is recorded in exactly one manifest, or pending after
+// its worker's cursor; rejections have reasons.
+TEST(Verify, AccountsForEveryUpdateObject) {
+  TempBucket b;
+  put_run(*b.s);
+  Manifest m0 = manifest(0);
+  ASSERT_TRUE(publish_version(*b.s, m0, encode_adapter(adapter(0))).is_ok());
+  const std::string folded = make_update_id(1000, 1), rejected = make_update_id(2000, 2), skipped = make_update_id(1500, 3),
+                    pending = make_update_id(3000, 4);
+  Manifest m1 = manifest(1, {FoldedUpdate{"w1", folded, "s1", "p1", 10, 0, 0, 1, 64, 64, 0, 0}});
+  m1.rejected = {{"w1", rejected, "stale: too old"}};
+  m1.cursors = {{"w1", rejected}};
+  ASSERT_TRUE(publish_version(*b.s, m1, encode_adapter(adapter(1))).is_ok());
+  for (auto& id : {folded, rejected, pending}) ASSERT_TRUE(b.s->put(update_key("w1", id), "x").is_ok());
+  auto ok = verify_run(*b.s);
+  EXPECT_TRUE(ok.ok()) << ok.summary();
+  EXPECT_EQ(ok.updates_present, 3);
+  EXPECT_EQ(ok.updates_pending, 1);
+
+  // Before the cursor yet recorded nowhere: the proxy skipped it.
+  ASSERT_TRUE(b.s->put(update_key("w1", skipped), "x").is_ok());
+  auto lost = verify_run(*b.s);
+  EXPECT_NE(lost.summary().find("update " + update_key("w1", skipped) + " is neither folded nor rejected"), std::string::npos)
+      << lost.summary();
+  ASSERT_TRUE(b.s->remove(update_key("w1", skipped)).is_ok());
+
+  // Recorded twice (rejected after it was folded), a rejection without a reason.
+  Manifest m2 = manifest(2);
+  m2.rejected = {{"w1", folded, "replay: again"}, {"w1", pending, ""}};
+  m2.cursors = {{"w1", pending}};
+  ASSERT_TRUE(publish_version(*b.s, m2, encode_adapter(adapter(2))).is_ok());
+  auto bad = verify_run(*b.s);
+  EXPECT_NE(bad.summary().find("update w1/" + folded + " is recorded (folded or rejected) in 2 manifests: v1, v2"),
+            std::string::npos) << bad.summary();
+  EXPECT_NE(bad.summary().find("without a reason"), std::string::npos) << bad.summary();
+  EXPECT_EQ(bad.updates_pending, 0) << bad.summary();
 }
 
 TEST(Health, LostStragglingStoppedAlive) {

@@ -1,0 +1,148 @@
+// Chaos: SIGKILL a random process of a running Cluster (the proxy or a worker) again and
+// again, at random moments and at aimed ones (the moment a worker's next update or the
+// proxy's next payload starts to appear: mid-upload, mid-publish), restarting each one; then
+// the run's invariants from the bucket alone. Used by chaos_slow_test (directory bucket),
+// chaos_s3_test (RGW) and scripts/chaos.sh (a soak of any length on any bucket).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "async_util.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/verify.h"
+#include "store/object_store.h"
+
+namespace brl::test {
+
+struct ChaosResult {
+  int kills = 0, proxy_kills = 0, aimed = 0;  // aimed: right as a new object appeared or was being written
+  double seconds = 0;
+};
+
+// Whether the directory store is writing an object under dir/prefix right now (its temporary
+// files are invisible to listings, not to the file system).
+inline bool writing_under(const std::string& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(std::filesystem::path(dir) / prefix, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().rfind(store::kTempPrefix, 0) == 0) return true;
+  return false;
+}
+
+// Kills and restarts processes of `c` (already started) for `seconds`; seeded, so the choice
+// of victims and delays is reproducible (the moments they hit are not).
+inline ChaosResult chaos(Cluster& c, double seconds, uint64_t seed) {
+  using Clock = std::chrono::steady_clock;
+  using std::chrono::milliseconds;
+  auto s = protocol::open_bucket(c.bucket);
+  const bool dir = std::filesystem::is_directory(c.bucket);
+  const auto poll = milliseconds(dir ? 2 : 25);
+  auto count = [&](const std::string& prefix) {
+    auto l = s->list_all(prefix);
+    return l ? l->size() : size_t{0};
+  };
+  std::mt19937_64 rng(seed);
+  ChaosResult r;
+  auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  while (elapsed() < seconds) {
+    size_t k = rng() % c.procs.size();
+    if (rng() % 2) {
+      std::this_thread::sleep_for(milliseconds(200 + rng() % 2300));  // whatever it is doing
+    } else {
+      // The victim's next write: a worker's update, the proxy's next version (payload first,
+      // then manifest, then LATEST): kill it a few ms after it starts or lands.
+      std::string prefix = k == 0 ? "global/" : protocol::updates_prefix() + c.name(k) + "/";
+      size_t before = count(prefix);
+      auto deadline = Clock::now() + std::chrono::seconds(4);
+      bool seen = false;
+      while (!seen && Clock::now() < deadline) {
+        std::this_thread::sleep_for(poll);
+        seen = (dir && writing_under(c.bucket, prefix)) || count(prefix) != before;
+      }
+      r.aimed += seen;
+      std::this_thread::sleep_for(milliseconds(rng() % 25));
+    }
+    stop(c.procs[k], SIGKILL);
+    ++r.kills;
+    r.proxy_kills += k == 0;
+    std::this_thread::sleep_for(milliseconds(rng() % 400));
+    c.start(k);
+  }
+  r.seconds = elapsed();
+  return r;
+}
+
+// After a clean stop: verify_run (one chain of parent links, payloads match their manifests'
+// sha256, no update folded twice, every update object recorded in exactly one manifest or
+// still pending after its worker's cursor, every rejection with a reason), nothing rejected
+// as corrupt (a killed upload leaves no half object), at least min_versions versions, and
+// the train reward of the last versions above that of the workers' first updates.
+inline protocol::VerifyReport check_after_chaos(store::ObjectStore& s, int64_t min_versions) {
+  auto r = protocol::verify_run(s);
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_GE(r.newest, min_versions) << r.summary();
+  std::vector<double> rewards;                    // per version with updates
+  std::map<std::string, protocol::FoldedUpdate> first;  // per worker: its first folded update
+  for (int64_t v = 1; v <= r.newest; ++v) {
+    auto m = protocol::read_manifest(s, v);
+    if (!m) continue;
+    for (auto& x : m->rejected)
+      EXPECT_NE(x.reason.rfind("corrupt", 0), 0u) << x.worker << "/" << x.id << " in v" << v << ": " << x.reason;
+    for (auto& u : m->updates)
+      if (!first.count(u.worker) || u.id < first[u.worker].id) first[u.worker] = u;
+    if (!m->updates.empty()) rewards.push_back(m->stats.value("reward_mean", 0.0));
+  }
+  // Progress: the reward of the workers' first windows (from the random model) against that
+  // of the last three versions.
+  if (rewards.size() >= 3 && !first.empty()) {
+    double start = 0, last = 0;
+    for (auto& [w, u] : first) start += u.reward_mean / static_cast<double>(first.size());
+    for (size_t i = rewards.size() - 3; i < rewards.size(); ++i) last += rewards[i] / 3;
+    std::printf("train reward: %.3f in the workers' first updates, %.3f in the last 3 versions\n", start, last);
+    EXPECT_GT(last, start + 0.1) << "no progress: train reward " << start << " -> " << last;
+  } else {
+    ADD_FAILURE() << "only " << rewards.size() << " versions with updates: " << r.summary();
+  }
+  return r;
+}
+
+struct ChaosRun {
+  ChaosResult chaos;
+  protocol::VerifyReport verify;
+};
+
+// The whole chaos case: a run of the learnable task in `url` (default: a directory in tmp),
+// started, killed at for `seconds`, stopped cleanly, checked; prints and records the kills.
+inline ChaosRun chaos_case(const TempDir& tmp, const std::string& url, double seconds, uint64_t seed, int min_kills) {
+  RunConfig cfg = learnable_config(make_base(tmp.str("base")), tmp.str("out"));
+  cfg.sync.sync_interval_s = 0.7;
+  Cluster c;
+  c.bucket = init_bucket(tmp, cfg, url);
+  c.dir = tmp.str();
+  c.start_all();
+  ChaosRun r;
+  r.chaos = chaos(c, seconds, seed);
+  c.stop_all();
+  auto s = protocol::open_bucket(c.bucket);
+  r.verify = check_after_chaos(*s, static_cast<int64_t>(seconds / 8));
+  EXPECT_GE(r.chaos.kills, min_kills) << "too few kills";
+  std::printf("survived %d kills in %.0f s (%d of the proxy, %d aimed at a write in progress); %s\n", r.chaos.kills,
+              r.chaos.seconds, r.chaos.proxy_kills, r.chaos.aimed, r.verify.summary().c_str());
+  ::testing::Test::RecordProperty("kills", r.chaos.kills);
+  ::testing::Test::RecordProperty("proxy_kills", r.chaos.proxy_kills);
+  ::testing::Test::RecordProperty("aimed_kills", r.chaos.aimed);
+  ::testing::Test::RecordProperty("versions", static_cast<int>(r.verify.newest));
+  return r;
+}
+
+}  // namespace brl::test
