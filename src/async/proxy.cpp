@@ -352,10 +352,13 @@ bool Proxy::barrier_ready() const {
   if (cfg_.sync.mode != "sync") return true;
   // Every worker that is alive (or merely slow) must have sent its delta on the current
   // version; lost and stopped ones are not waited for, which is how a barrier survives them.
+  // A worker whose delta this round was rejected (stale, norm, ...) is waiting at the barrier
+  // too: waiting for it would stall every worker for good.
   for (auto& [name, w] : health_) {
     if (w.health == "lost" || w.health == "stopped") continue;
     bool sent = false;
     for (auto& p : accepted_) sent = sent || (p.meta.worker == name && p.meta.base_version == version_);
+    for (auto& r : rejected_) sent = sent || r.worker == name;
     if (!sent) return false;
   }
   return true;
