@@ -43,10 +43,12 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   cfg.apply_overrides(opt.overrides);
   sum.base = ensure_demo_base(opt.out, cfg);
   cfg.model.path = sum.base.dir;
-  // A fresh run each time (the base model stays cached).
-  fs::remove_all(fs::path(cfg.train.output_dir));
+  // A fresh run each time: only what the run writes is removed (output_dir may be a user's
+  // folder via --set); the base model and the workers' model cache stay.
+  const fs::path run_dir(cfg.train.output_dir);
+  for (const char* sub : {"bucket", "logs", "adapter", "summary.json"}) fs::remove_all(run_dir / sub);
   LocalRunOptions lo;
-  lo.bucket = (fs::path(cfg.train.output_dir) / "bucket").string();
+  lo.bucket = (run_dir / "bucket").string();
   lo.workers = opt.workers;
   lo.target_accuracy = opt.target_accuracy;
   lo.eval_interval_s = opt.eval_interval_s;

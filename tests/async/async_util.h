@@ -20,21 +20,9 @@
 #include "model/loader.h"
 #include "protocol/bucket.h"
 #include "store/object_store.h"
+#include "../test_files.h"
 
 namespace brl::test {
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char t[] = "/tmp/brl_async_XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~TempDir() {
-    if (!std::getenv("BRL_KEEP_TMP")) std::filesystem::remove_all(path);
-    else std::fprintf(stderr, "kept %s\n", path.c_str());
-  }
-  std::string str(const std::string& sub = "") const { return (path / sub).string(); }
-};
 
 inline std::string make_base(const std::string& dir) {
   grpo::PretrainOptions o;

@@ -22,17 +22,9 @@
 #include "util/error.h"
 
 using namespace brl;
+using test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // `bucketrl keygen --out prefix`; returns what it printed.
 std::string keygen(const std::string& prefix, const std::string& log) {

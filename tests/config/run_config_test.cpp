@@ -12,19 +12,12 @@
 #include "util/ed25519.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "../test_files.h"
 
 using namespace brl;
+using test::error_of;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 struct TempFile {

@@ -16,6 +16,7 @@
 #include "util/ed25519.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "../test_files.h"
 
 using namespace brl;
 using namespace std::string_literals;
@@ -39,27 +40,6 @@ const Rfc8032Case kRfc8032[] = {
      "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", "72",
      "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00"},
 };
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char t[] = "/tmp/brl_ed25519_XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str(const std::string& sub) const { return (path / sub).string(); }
-};
-
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // PEM texts written by OpenSSL itself: a private key of any type, a public Ed25519 key.
 std::string pem_of(EVP_PKEY* k, bool private_key) {
@@ -142,7 +122,7 @@ TEST(Ed25519, PublicKeyForms) {
 }
 
 TEST(Ed25519, KeyFiles) {
-  TempDir d;
+  test::TempDir d;
   auto key = ed25519::SigningKey::generate();
   const std::string path = d.str("w.pem");
   key.save(path);
@@ -153,30 +133,30 @@ TEST(Ed25519, KeyFiles) {
   EXPECT_EQ(back.public_key(), key.public_key());
   EXPECT_EQ(back.sign("m"), key.sign("m"));
   // Never overwritten.
-  EXPECT_NE(what_of([&] { key.save(path); }).find("does not overwrite"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { key.save(path); }).find("does not overwrite"), std::string::npos);
 
   // The wrong file: each error names the path and says what to do, and no private bytes.
-  std::string missing = what_of([&] { ed25519::SigningKey::load(d.str("nope.pem")); });
+  std::string missing = test::error_of([&] { ed25519::SigningKey::load(d.str("nope.pem")); });
   EXPECT_NE(missing.find("nope.pem"), std::string::npos);
   EXPECT_NE(missing.find("bucketrl keygen"), std::string::npos);
 
-  write_file(d.str("w.pub"), ed25519::format_public_key(key.public_key()) + "\n");
-  EXPECT_NE(what_of([&] { ed25519::SigningKey::load(d.str("w.pub")); }).find("is a public key"), std::string::npos);
-  write_file(d.str("pub.pem"), public_pem(key.public_key()));
-  EXPECT_NE(what_of([&] { ed25519::SigningKey::load(d.str("pub.pem")); }).find("is a public key"), std::string::npos);
-  write_file(d.str("junk.pem"), "hello\n");
-  EXPECT_NE(what_of([&] { ed25519::SigningKey::load(d.str("junk.pem")); }).find("not a PEM private key"), std::string::npos);
+  test::write_file(d.str("w.pub"), ed25519::format_public_key(key.public_key()) + "\n");
+  EXPECT_NE(test::error_of([&] { ed25519::SigningKey::load(d.str("w.pub")); }).find("is a public key"), std::string::npos);
+  test::write_file(d.str("pub.pem"), public_pem(key.public_key()));
+  EXPECT_NE(test::error_of([&] { ed25519::SigningKey::load(d.str("pub.pem")); }).find("is a public key"), std::string::npos);
+  test::write_file(d.str("junk.pem"), "hello\n");
+  EXPECT_NE(test::error_of([&] { ed25519::SigningKey::load(d.str("junk.pem")); }).find("not a PEM private key"), std::string::npos);
 
   const std::string ec = private_pem("X25519");
-  write_file(d.str("x.pem"), ec);
-  std::string wrong = what_of([&] { ed25519::SigningKey::load(d.str("x.pem")); });
+  test::write_file(d.str("x.pem"), ec);
+  std::string wrong = test::error_of([&] { ed25519::SigningKey::load(d.str("x.pem")); });
   EXPECT_NE(wrong.find("x.pem"), std::string::npos);
   EXPECT_NE(wrong.find("X25519"), std::string::npos);
   EXPECT_NE(wrong.find("Ed25519"), std::string::npos);
   EXPECT_EQ(wrong.find(ec.substr(30, 20)), std::string::npos);
 
-  write_file(d.str("enc.pem"), "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n");
-  EXPECT_NE(what_of([&] { ed25519::SigningKey::load(d.str("enc.pem")); }).find("encrypted"), std::string::npos);
+  test::write_file(d.str("enc.pem"), "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n");
+  EXPECT_NE(test::error_of([&] { ed25519::SigningKey::load(d.str("enc.pem")); }).find("encrypted"), std::string::npos);
 }
 
 TEST(Codings, Rfc4648Base64AndHex) {
