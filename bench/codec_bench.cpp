@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "protocol/bucket.h"
 #include "util/error.h"
 
 using namespace brl;
@@ -107,6 +108,13 @@ int main(int argc, char** argv) {
                     static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes, stored,
                     median(enc), median(dec));
       }
+    }
+    // What every worker downloads per published version ([aggregation] publish_dtype).
+    std::printf("\n| adapter | version payload float32 | bfloat16 | %% of float32 |\n|---|---|---|---|\n");
+    for (auto& s : shapes) {
+      const auto ts = adapter(s, 7);
+      const size_t f32 = protocol::encode_adapter(ts, st::DType::F32).size(), bf16 = protocol::encode_adapter(ts, st::DType::BF16).size();
+      std::printf("| %s | %zu | %zu | %.1f %% |\n", s.name, f32, bf16, 100.0 * static_cast<double>(bf16) / static_cast<double>(f32));
     }
   } catch (const UserError& e) {
     std::fprintf(stderr, "codec_bench: %s\n", e.what());

@@ -48,9 +48,14 @@ namespace brl::async {
 struct OuterState {
   std::vector<codec::Tensor> momentum;  // same names/shapes as the adapter; empty = zeros
   int64_t steps = 0;                    // outer steps taken with momentum
+  // The full-precision global adapter when versions are published in bf16 (empty when they
+  // are F32): workers train from the rounded payload, the proxy keeps adding deltas to this
+  // copy so rounding never accumulates, and a restarted proxy continues from it exactly.
+  std::vector<codec::Tensor> master;
 };
 
-// Safetensors bytes (F32 tensors under the adapter's names, metadata format/steps).
+// Safetensors bytes (F32 tensors: momentum under the adapter's names, master under
+// "master/" + name; metadata format/steps).
 std::string encode_outer_state(const OuterState& s);
 // kCorrupt naming `label` for anything that is not a state written by encode_outer_state.
 Result<OuterState> decode_outer_state(std::string_view bytes, const std::string& label);

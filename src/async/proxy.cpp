@@ -74,6 +74,20 @@ void Proxy::load() {
     if (sha256_hex(body) != m.stats.at("outer_state").value("sha256", ""))
       throw UserError(store_->describe() + "/" + key + ": does not match manifest v" + std::to_string(version_) + " (sha256)");
     outer_ = decode_outer_state(body, store_->describe() + "/" + key).value();
+    if (!outer_.master.empty()) {
+      // The master must be what the payload was rounded from, or the chain would fork.
+      bool same = outer_.master.size() == global_.size();
+      for (size_t i = 0; same && i < global_.size(); ++i) {
+        same = outer_.master[i].name == global_[i].name && outer_.master[i].data.size() == global_[i].data.size();
+        for (size_t j = 0; same && j < global_[i].data.size(); ++j)
+          same = codec::from_bf16(codec::to_bf16(outer_.master[i].data[j])) == global_[i].data[j];
+      }
+      if (!same)
+        throw UserError(store_->describe() + "/" + key + ": its master copy does not round to version " +
+                        std::to_string(version_) + "'s payload");
+      global_ = std::move(outer_.master);
+      outer_.master.clear();
+    }
   } else if (cfg_.aggregation.server_momentum > 0 && version_ > 0) {
     LOG_WARN("proxy: manifest v{} names no outer optimizer state; server momentum starts from zero", version_);
   }
@@ -256,15 +270,19 @@ bool Proxy::publish() {
   m.stats = agg.stats;
   m.stats.update({{"aggregate_seconds", secs}, {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0},
                   {"accuracy", samples ? acc / samples : 0.0}});
+  const bool bf16 = cfg_.aggregation.publish_bf16();
+  m.stats["payload_dtype"] = bf16 ? "bfloat16" : "float32";
   Status st;
-  if (cfg_.aggregation.server_momentum > 0) {
+  if (cfg_.aggregation.server_momentum > 0 || bf16) {
+    if (bf16) outer.master = next;
     std::string body = encode_outer_state(outer);
+    outer.master.clear();  // global_ is the master copy in memory
     std::string sha = sha256_hex(body);
     std::string key = outer_state_key(m.version, sha);
     m.stats["outer_state"] = {{"key", key}, {"sha256", sha}, {"size", body.size()}};
     st = store_->put(key, body);  // before the manifest that names it
   }
-  if (st) st = protocol::publish_version(*store_, m, protocol::encode_adapter(next));
+  if (st) st = protocol::publish_version(*store_, m, protocol::encode_adapter(next, bf16 ? st::DType::BF16 : st::DType::F32));
   if (!st) {
     if (st.code() == StatusCode::kPreconditionFailed)
       LOG_WARN("proxy {}: version {} was published by another proxy; reloading", opt_.id, m.version);

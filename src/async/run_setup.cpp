@@ -80,8 +80,11 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   m.parent = -1;
   m.created_ms = protocol::now_ms();
   m.proxy = "init";
-  m.stats = {{"init_seed", cfg.lora.init_seed}};
-  protocol::publish_version(s, m, protocol::encode_adapter(snapshot(m0))).throw_if_error();
+  const bool bf16 = cfg.aggregation.publish_bf16();
+  m.stats = {{"init_seed", cfg.lora.init_seed}, {"payload_dtype", cfg.aggregation.publish_dtype}};
+  // A bf16 version 0 needs no master copy: its rounded values are where everyone starts.
+  protocol::publish_version(s, m, protocol::encode_adapter(snapshot(m0), bf16 ? st::DType::BF16 : st::DType::F32))
+      .throw_if_error();
 
   std::random_device rd;
   char id[32];

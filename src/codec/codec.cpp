@@ -112,16 +112,6 @@ void dequantize(const int8_t* codes, uint64_t n, int block, const float* scales,
   }
 }
 
-// Round to nearest even; a finite value that rounds past the largest bf16 is clamped to it
-// (still within 2^-8 relative), so bf16 payloads never hold infinities.
-uint16_t to_bf16(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  uint16_t h = static_cast<uint16_t>(u >> 16);
-  if ((h & 0x7f80u) == 0x7f80u) h = static_cast<uint16_t>((h & 0x8000u) | 0x7f7fu);
-  return h;
-}
-
 // Index of the first element for which bad() holds, or n. The all-good case, the common
 // one, runs as a branch-free reduction the compiler vectorizes; the scan for the index only
 // runs on failure.
@@ -380,7 +370,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
           for (uint64_t i = 0; i < p.numel; ++i) {
             uint16_t h;
             std::memcpy(&h, src + 2 * i, 2);
-            o.data[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+            o.data[i] = from_bf16(h);
           }
         }
         const uint64_t i = first_bad(o.data.data(), p.numel, non_finite);  // bf16 -> f32 keeps inf/nan
@@ -422,6 +412,18 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
 }
 
 }  // namespace
+
+// Round to nearest even; a finite value that rounds past the largest bf16 is clamped to it
+// (still within 2^-8 relative), so bf16 payloads never hold infinities.
+uint16_t to_bf16(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  uint16_t h = static_cast<uint16_t>(u >> 16);
+  if ((h & 0x7f80u) == 0x7f80u) h = static_cast<uint16_t>((h & 0x8000u) | 0x7f7fu);
+  return h;
+}
+
+float from_bf16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 Kind parse_kind(const std::string& s) {
   if (s == "fp32") return Kind::fp32;

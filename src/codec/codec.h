@@ -38,6 +38,11 @@ struct Tensor {
 
 enum class Kind { fp32, bf16, int8, int4 };
 
+// bfloat16 bits of x, rounded to nearest even (a finite x beyond the largest bf16 clamps to
+// it, so a finite input never becomes infinite), and back (exact).
+uint16_t to_bf16(float x);
+float from_bf16(uint16_t h);
+
 // "fp32" | "bf16" | "int8" | "int4"; throws UserError naming the bad value and the valid ones.
 Kind parse_kind(const std::string& s);
 const char* kind_name(Kind k);

@@ -71,7 +71,8 @@ ConfigTable AggregationConfig::table() {
       .add("max_update_norm", &max_update_norm, "reject an update whose delta norm exceeds this (0 = off)")
       .add("max_update_norm_ratio", &max_update_norm_ratio,
            "reject an update whose delta norm exceeds ratio x the median of recently accepted ones (0 = off)")
-      .add("update_norm_window", &update_norm_window, "accepted updates the median norm is taken over");
+      .add("update_norm_window", &update_norm_window, "accepted updates the median norm is taken over")
+      .add("publish_dtype", &publish_dtype, "float32 | bfloat16: the published versions' dtype (bf16 halves downloads)");
   return t;
 }
 
@@ -91,6 +92,8 @@ void AggregationConfig::validate() const {
         "must be 0 (off) or >= 1 (a ratio below 1 would reject most honest updates)");
   if (update_norm_window < 3 || update_norm_window > 10000)
     bad("aggregation", "update_norm_window", std::to_string(update_norm_window), "must be in [3, 10000]");
+  if (publish_dtype != "float32" && publish_dtype != "bfloat16")
+    bad("aggregation", "publish_dtype", "\"" + publish_dtype + "\"", "must be float32 or bfloat16");
 }
 
 ConfigTable SecurityConfig::table() {

@@ -52,6 +52,10 @@ struct AggregationConfig {
   double max_update_norm_ratio = 0; // reject |delta| above ratio x the median |delta| of the
                                     // last update_norm_window accepted updates (0 = off)
   int update_norm_window = 20;
+  // The dtype of published versions: "bfloat16" halves what every worker downloads per
+  // version; the proxy still aggregates into a float32 master copy (kept in the bucket).
+  std::string publish_dtype = "float32";
+  bool publish_bf16() const { return publish_dtype == "bfloat16"; }
   ConfigTable table();
   void validate() const;
 };

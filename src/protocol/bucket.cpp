@@ -5,6 +5,7 @@
 
 #include "protocol/layout.h"
 #include "store/retry_store.h"
+#include "util/error.h"
 #include "util/hash.h"
 #include "util/safetensors.h"
 
@@ -67,19 +68,41 @@ Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m) {
   return r;
 }
 
-std::string encode_adapter(const std::vector<codec::Tensor>& tensors) {
+std::string encode_adapter(const std::vector<codec::Tensor>& tensors, st::DType dtype) {
+  BRL_ASSERT(dtype == st::DType::F32 || dtype == st::DType::BF16, "encode_adapter: F32 or BF16");
+  std::vector<std::vector<uint16_t>> bf16(dtype == st::DType::BF16 ? tensors.size() : 0);
   std::vector<st::TensorData> td;
-  for (auto& t : tensors) td.push_back({t.name, st::DType::F32, t.shape, t.data.data(), t.data.size() * sizeof(float)});
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto& t = tensors[i];
+    if (dtype == st::DType::F32) {
+      td.push_back({t.name, dtype, t.shape, t.data.data(), t.data.size() * sizeof(float)});
+      continue;
+    }
+    bf16[i].resize(t.data.size());
+    for (size_t j = 0; j < t.data.size(); ++j) bf16[i][j] = codec::to_bf16(t.data[j]);
+    td.push_back({t.name, dtype, t.shape, bf16[i].data(), bf16[i].size() * sizeof(uint16_t)});
+  }
   return st::serialize_safetensors(td, {{"format", "pt"}});
 }
 
-Result<std::vector<codec::Tensor>> finite_f32_tensors(const st::SafetensorsFile& f, const std::string& label) {
+Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFile& f, const std::string& label, bool allow_bf16) {
   std::vector<codec::Tensor> out;
   for (auto& name : f.names()) {
     auto& v = f.get(name);
-    if (v.dtype != st::DType::F32) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not F32");
+    const bool bf16 = allow_bf16 && v.dtype == st::DType::BF16;
+    if (v.dtype != st::DType::F32 && !bf16)
+      return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not " + (allow_bf16 ? "F32 or BF16" : "F32"));
     codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
-    std::memcpy(t.data.data(), v.data, v.nbytes);
+    if (bf16) {
+      const auto* p = static_cast<const uint8_t*>(v.data);
+      for (size_t j = 0; j < t.data.size(); ++j) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * j, 2);
+        t.data[j] = codec::from_bf16(h);
+      }
+    } else {
+      std::memcpy(t.data.data(), v.data, v.nbytes);
+    }
     for (float x : t.data)
       if (!std::isfinite(x)) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
     out.push_back(std::move(t));
@@ -89,7 +112,7 @@ Result<std::vector<codec::Tensor>> finite_f32_tensors(const st::SafetensorsFile&
 
 Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label) {
   try {
-    return finite_f32_tensors(st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label), label);
+    return finite_float_tensors(st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label), label, true);
   } catch (const UserError& e) {
     return Status(StatusCode::kCorrupt, e.what());
   }

@@ -1,6 +1,6 @@
 // Reading and writing the protocol's objects through any ObjectStore: the run description,
 // LATEST, manifests, verified version payloads, and the global adapter's encoding (plain
-// safetensors with PEFT key names, F32, so a version can be used as a PEFT adapter as is).
+// safetensors with PEFT key names, F32 or BF16, so a version can be used as a PEFT adapter as is).
 // Torch-free: the proxy and the verifier work on float vectors.
 #pragma once
 
@@ -29,9 +29,12 @@ Result<Manifest> read_manifest(store::ObjectStore& s, int64_t v);
 // The payload of a version, checked against its manifest's size and sha256.
 Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m);
 
-std::string encode_adapter(const std::vector<codec::Tensor>& tensors);
-// Every tensor of a parsed safetensors buffer as floats; kCorrupt unless all are F32 and finite.
-Result<std::vector<codec::Tensor>> finite_f32_tensors(const st::SafetensorsFile& f, const std::string& label);
+// A version's payload: F32, or BF16 (rounded to nearest even) when the run publishes bf16.
+std::string encode_adapter(const std::vector<codec::Tensor>& tensors, st::DType dtype = st::DType::F32);
+// Every tensor of a parsed safetensors buffer as floats; kCorrupt unless all are F32 (or
+// BF16, when allowed) and finite.
+Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFile& f, const std::string& label, bool allow_bf16);
+// A version's payload (F32 or BF16 tensors) as floats.
 Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label);
 
 // Publishes version m.version with the given payload: payload (content-addressed key), then

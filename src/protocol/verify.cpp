@@ -4,6 +4,7 @@
 
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
+#include "util/hash.h"
 
 namespace brl::protocol {
 
@@ -64,6 +65,14 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
         r.errors.push_back(p.status().to_string());
       else
         ++r.payloads_verified;
+      // The proxy's own state for this version (server momentum, the bf16 run's master copy).
+      auto o = m->stats.find("outer_state");
+      if (o != m->stats.end() && o->is_object() && keys.count(o->value("key", ""))) {
+        auto body = s.get(o->value("key", ""));
+        if (!body || sha256_hex(*body) != o->value("sha256", ""))
+          r.errors.push_back("version " + std::to_string(v) + ": outer state " + o->value("key", "") +
+                             (body ? " does not match its sha256" : ": " + body.status().to_string()));
+      }
     }
     for (auto& u : m->updates) {
       std::string id = u.worker + "/" + u.id;

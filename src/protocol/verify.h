@@ -1,10 +1,11 @@
 // Checks a run's invariants from the bucket alone (tests, chaos runs, `bucketrl verify`):
 // versions 0..N form one chain (no gap; a manifest whose parent is not the version before
 // does not parse), every manifest parses, every payload still present matches its
-// manifest, LATEST names a published version, no update (by id, or by content if its delta
-// is nonzero) is folded into two versions, every rejection has a reason, and every update
-// object still in updates/ is accounted for: recorded (folded or rejected) in exactly one
-// manifest, or pending (after its worker's cursor in the newest manifest, i.e. not yet
+// manifest (so does the proxy state object a manifest names, when still present), LATEST
+// names a published version, no update (by id, or by content if its delta is nonzero) is
+// folded into two versions, every rejection has a reason, and every update object still in
+// updates/ is accounted for: recorded (folded or rejected) in exactly one manifest, or
+// pending (after its worker's cursor in the newest manifest, i.e. not yet
 // considered). One older than the cursor and recorded nowhere was skipped: lost.
 #pragma once
 

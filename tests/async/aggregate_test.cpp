@@ -3,7 +3,7 @@
 // mean product and its tail-singular-value error), and against fedavg's product; Nesterov
 // momentum against a hand-derived sequence and across a restart (bit-identical); trimmed
 // mean / median against one attacker of five; and the real Proxy on a directory bucket
-// restarted mid-run continuing the momentum exactly.
+// restarted mid-run continuing the momentum exactly, with float32 and with bf16 versions.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,9 +23,11 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "protocol/verify.h"
 #include "store/local_store.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/safetensors.h"
 #include "proxy_util.h"
 
 using namespace brl;
@@ -420,25 +422,45 @@ RunConfig proxy_config() {
 
 }  // namespace
 
+// What rounding to bf16 gives, by ATen's conversion (an implementation independent of ours).
+std::vector<Tensor> aten_bf16(std::vector<Tensor> ts) {
+  for (auto& t : ts) {
+    auto x = at::from_blob(t.data.data(), {static_cast<int64_t>(t.data.size())}, at::kFloat).to(at::kBFloat16).to(at::kFloat);
+    std::memcpy(t.data.data(), x.data_ptr<float>(), t.data.size() * sizeof(float));
+  }
+  return ts;
+}
+
+class ProxyRestart : public ::testing::TestWithParam<std::string> {};
+
 // Six versions with server momentum through one proxy, and through a proxy stopped after v3
 // and a new one that resumes from the bucket: the same bytes at every version, equal to
 // aggregate() applied by hand; the state objects are named by the manifests and collected
-// with old payloads.
-TEST(ProxyRestart, ContinuesTheMomentumExactly) {
+// with old payloads. With bf16 versions the payloads are the hand-computed float32 sequence
+// rounded (as ATen rounds), and the proxy's float32 master copy, kept in the state object,
+// is that sequence itself: rounding never accumulates, also across the restart.
+TEST_P(ProxyRestart, ContinuesExactly) {
+  const bool bf16 = GetParam() == "bfloat16";
+  auto config = [&] {
+    RunConfig c = proxy_config();
+    c.aggregation.publish_dtype = GetParam();
+    return c;
+  };
   std::mt19937 gen(7);
   auto v0 = module(4, 16, 16, gen, 0.1f);
   std::vector<std::vector<std::vector<Tensor>>> rounds;
   for (int v = 0; v < 6; ++v) rounds.push_back({module(4, 16, 16, gen, 0.01f), module(4, 16, 16, gen, 0.01f)});
   const std::vector<double> samples{64, 192};
 
-  // By hand: what the six versions must be (weights = samples, staleness 0).
-  std::vector<std::vector<Tensor>> want{v0};
+  // By hand: what the six versions must be (weights = samples, staleness 0). A bf16 run
+  // starts from version 0 as published, rounded.
+  std::vector<std::vector<Tensor>> want{bf16 ? aten_bf16(v0) : v0};
   OuterState st;
-  for (auto& ds : rounds) want.push_back(aggregate(proxy_config().aggregation, input(want.back(), ds, samples), &st).next);
+  for (auto& ds : rounds) want.push_back(aggregate(config().aggregation, input(want.back(), ds, samples), &st).next);
 
   auto run = [&](const std::string& dir, int restart_after) {
     auto s = protocol::open_bucket(dir);
-    make_run(*s, proxy_config(), v0);
+    make_run(*s, config(), v0);
     // What writers killed mid-put leave: GC removes temporary files after an hour, not before.
     std::filesystem::create_directories(dir + "/updates/wa");
     for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"}) std::ofstream(dir + t) << "partial";
@@ -464,15 +486,27 @@ TEST(ProxyRestart, ContinuesTheMomentumExactly) {
     EXPECT_EQ(ma.stats["outer_state"]["sha256"], mb.stats["outer_state"]["sha256"]) << "version " << v;
     EXPECT_EQ(mb.stats["outer_steps"], v);
     EXPECT_EQ(mb.stats["mode"], "fedavg");
+    EXPECT_EQ(mb.stats["payload_dtype"], GetParam());
     EXPECT_EQ(mb.updates.size(), 2u);
     if (v < 5) continue;  // older payloads are collected (keep_versions 2, GC at v5)
-    auto got = protocol::decode_adapter(protocol::read_payload(sb, mb).value(), "v").value();
-    EXPECT_TRUE(bit_equal(got, want[v])) << "version " << v;
+    auto bytes = protocol::read_payload(sb, mb).value();
+    auto file = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "v");
+    EXPECT_EQ(file.get(kA).dtype, bf16 ? st::DType::BF16 : st::DType::F32);
+    // 2 (bf16) or 4 bytes per element plus the header.
+    EXPECT_LT(bytes.size(), (bf16 ? 2u : 4u) * (4 * 16 + 16 * 4) + 400u) << "version " << v;
+    auto got = protocol::decode_adapter(bytes, "v").value();
+    EXPECT_TRUE(bit_equal(got, bf16 ? aten_bf16(want[v]) : want[v])) << "version " << v;
+    auto state = decode_outer_state(sb.get(mb.stats["outer_state"]["key"].get<std::string>()).value(), "state").value();
+    EXPECT_TRUE(bf16 ? bit_equal(state.master, want[v]) : state.master.empty()) << "version " << v;
   }
+  EXPECT_TRUE(!bf16 || !bit_equal(aten_bf16(want[6]), want[6]));  // the master is not the payload
   EXPECT_EQ(protocol::read_manifest(sb, 4).value().proxy, "p2");
   for (auto& d : {a.str(), b.str()}) {
     EXPECT_FALSE(std::filesystem::exists(d + "/updates/wa/.brl-tmp-1-1-old")) << d;
     EXPECT_TRUE(std::filesystem::exists(d + "/updates/wa/.brl-tmp-1-2-new")) << d;
+    store::LocalStore sd(d);
+    auto rep = protocol::verify_run(sd);
+    EXPECT_TRUE(rep.ok()) << rep.summary();
   }
   // GC at v5 kept versions >= 4: the state of v1..v3 is gone, that of v4..v6 is there.
   auto m3 = protocol::read_manifest(sb, 3).value(), m5 = protocol::read_manifest(sb, 5).value();
@@ -483,9 +517,12 @@ TEST(ProxyRestart, ContinuesTheMomentumExactly) {
   EXPECT_EQ(decode_outer_state(*body, "v5").value().steps, 5);
 }
 
+INSTANTIATE_TEST_SUITE_P(PublishDtype, ProxyRestart, ::testing::Values("float32", "bfloat16"),
+                         [](const auto& i) { return i.param == "float32" ? std::string("Float32") : std::string("Bfloat16"); });
+
 // A manifest naming a state that is not there: the proxy refuses to start rather than
 // restart the momentum from zero.
-TEST(ProxyRestart, MissingStateIsAnError) {
+TEST(ProxyRestartState, MissingStateIsAnError) {
   TempDir a;
   std::mt19937 gen(8);
   auto v0 = module(2, 4, 4, gen);

@@ -1,7 +1,7 @@
 // The one-machine run end to end with real processes, on any bucket: `run_local` starts the
 // proxy, two workers and the evaluator (the real bucketrl executable); the run must publish
 // a verified chain of versions built from both workers' updates, raise held-out accuracy,
-// and export the newest version as a PEFT adapter that loads.
+// and export the newest version as a PEFT adapter that loads (F32, or BF16 as published).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,15 +16,17 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/status.h"
+#include "util/safetensors.h"
 
 namespace brl::test {
 
 using namespace brl;
 
-// bucket "" = a directory bucket in the run's folder.
-inline void two_workers_train_through(const std::string& bucket) {
+// bucket "" = a directory bucket in the run's folder; publish_dtype: [aggregation]'s.
+inline void two_workers_train_through(const std::string& bucket, const std::string& publish_dtype = "float32") {
   TempDir tmp;
   RunConfig cfg = learnable_config(make_base(tmp.str("base")), tmp.str("out"));
+  cfg.aggregation.publish_dtype = publish_dtype;
   async::LocalRunOptions o;
   o.workers = 2;
   o.time_limit_s = 20;
@@ -63,7 +65,11 @@ inline void two_workers_train_through(const std::string& bucket) {
   lora::load_peft(m, s.adapter_dir);
   auto got = async::snapshot(m);
   auto man = protocol::read_manifest(*store, s.versions).value();
-  auto want = protocol::decode_adapter(protocol::read_payload(*store, man).value(), "newest").value();
+  auto bytes = protocol::read_payload(*store, man).value();
+  EXPECT_EQ(st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "newest").get(got[0].name).dtype,
+            publish_dtype == "bfloat16" ? st::DType::BF16 : st::DType::F32);
+  EXPECT_EQ(man.stats["payload_dtype"], publish_dtype);
+  auto want = protocol::decode_adapter(bytes, "newest").value();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].data, want[i].data) << got[i].name;
 }

@@ -144,6 +144,16 @@ TEST(AggregationConfig, NormBoundsValidation) {
   EXPECT_EQ(c.aggregation.max_update_norm_ratio, 10);
 }
 
+TEST(AggregationConfig, PublishDtype) {
+  auto c = RunConfig::from_toml_string("[aggregation]\npublish_dtype = \"bfloat16\"\n", "run.toml");
+  EXPECT_TRUE(c.aggregation.publish_bf16());
+  EXPECT_FALSE(RunConfig{}.aggregation.publish_bf16());
+  c.aggregation.publish_dtype = "bf16";
+  std::string e = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(e, "[aggregation] publish_dtype = \"bf16\"")) << e;
+  EXPECT_TRUE(has(e, "float32 or bfloat16")) << e;
+}
+
 TEST(SecurityConfig, KeyFileIsReadIntoTheList) {
   auto a = ed25519::SigningKey::generate(), b = ed25519::SigningKey::generate(), c = ed25519::SigningKey::generate(),
        d = ed25519::SigningKey::generate();

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <functional>
 
 #include "protocol/bucket.h"
@@ -16,6 +18,7 @@
 #include "store/local_store.h"
 #include "util/ed25519.h"
 #include "util/hash.h"
+#include "util/safetensors.h"
 
 using namespace brl;
 using namespace brl::protocol;
@@ -299,6 +302,28 @@ TEST(Bucket, AdapterEncodingRoundTripsAndRejectsNonFinite) {
   EXPECT_FALSE(decode_adapter(encode_adapter(bad), "a"));
 }
 
+// bf16 payloads: round to nearest, ties to even (8 significant bits: the neighbours of 1 are
+// 1 - 2^-8 below and 1 + 2^-7 above), finite values beyond bf16's largest (0x7f7f: (2 -
+// 2^-7) * 2^127) clamp to it; 2 bytes an element; a reader that wants F32 refuses them.
+TEST(Bucket, Bf16AdapterEncodingRoundsToNearestEven) {
+  const float kMaxBf16 = std::ldexp(2.0f - std::ldexp(1.0f, -7), 127);
+  std::vector<float> x{1.0f, 1 + std::ldexp(1.0f, -8), 1 + 3 * std::ldexp(1.0f, -8), 1 + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20),
+                       -2.5f, std::numeric_limits<float>::max(), 1e-3f};
+  std::vector<float> want{1.0f, 1.0f, 1 + std::ldexp(1.0f, -6), 1 + std::ldexp(1.0f, -7), -2.5f, kMaxBf16,
+                          0.00099945068359375f};  // 1e-3 = 1.024 * 2^-10 -> 1.0234375 * 2^-10
+  std::vector<codec::Tensor> a{{"t", {static_cast<int64_t>(x.size())}, x}};
+  std::string bytes = encode_adapter(a, st::DType::BF16);
+  auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "a");
+  EXPECT_EQ(f.get("t").dtype, st::DType::BF16);
+  EXPECT_EQ(f.get("t").nbytes, 2 * x.size());
+  auto back = decode_adapter(bytes, "a");
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ((*back)[0].data, want);
+  auto strict = finite_float_tensors(f, "state", false);
+  ASSERT_FALSE(strict);
+  EXPECT_NE(strict.status().message().find("state: tensor t is not F32"), std::string::npos) << strict.status().to_string();
+}
+
 TEST(Bucket, PublishIsCreateOnlyAndNewestLooksPastLatest) {
   TempBucket b;
   put_run(*b.s);
@@ -363,6 +388,18 @@ TEST(Verify, AcceptsAGoodRunAndNamesEachViolation) {
   auto gap = verify_run(*g.s);
   EXPECT_NE(gap.summary().find("version 1 is missing"), std::string::npos) << gap.summary();
   EXPECT_NE(gap.summary().find("does not match manifest v0"), std::string::npos) << gap.summary();
+
+  // A proxy state object that does not match the sha256 its manifest names.
+  TempBucket o;
+  put_run(*o.s);
+  Manifest o0 = manifest(0);
+  o0.stats["outer_state"] = {{"key", version_dir(0) + "outer-x.safetensors"}, {"sha256", sha256_hex("state")}};
+  ASSERT_TRUE(o.s->put(version_dir(0) + "outer-x.safetensors", "state").is_ok());
+  ASSERT_TRUE(publish_version(*o.s, o0, encode_adapter(adapter(0))).is_ok());
+  EXPECT_TRUE(verify_run(*o.s).ok()) << verify_run(*o.s).summary();
+  ASSERT_TRUE(o.s->put(version_dir(0) + "outer-x.safetensors", "tampered").is_ok());
+  EXPECT_NE(verify_run(*o.s).summary().find("outer state " + version_dir(0) + "outer-x.safetensors does not match"), std::string::npos)
+      << verify_run(*o.s).summary();
 }
 
 // Accounting: every update in updates/ is recorded in exactly one manifest, or pending after
