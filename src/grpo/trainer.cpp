@@ -84,11 +84,8 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
   return r;
 }
 
-GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard,
-                         int num_shards, std::vector<double> weights)
-    : m_(m), tk_(tk), task_(task), cfg_(std::move(cfg)), shard_(shard), num_shards_(num_shards) {
+PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m), cfg_(cfg) {
   cfg_.validate();
-  weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
   m_.set_requires_grad(false);  // the base stays frozen and shared
   params_ = lora::parameters(m_);
   if (params_.empty()) throw UserError("GRPO trainer: the model has no LoRA adapter attached", "attach one (lora config)");
@@ -96,6 +93,75 @@ GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task&
   torch::optim::AdamWOptions o(cfg_.learning_rate);
   o.betas({cfg_.adam_beta1, cfg_.adam_beta2}).eps(cfg_.adam_epsilon).weight_decay(cfg_.weight_decay);
   opt_ = std::make_unique<torch::optim::AdamW>(params_, o);
+}
+
+PolicyOptimizer::~PolicyOptimizer() = default;
+
+PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
+  const int64_t Lp = b.prompt_len, Lc = b.completion_len, N = b.ids.size(0);
+  at::Tensor targets = b.ids.slice(1, Lp, Lp + Lc);  // [N, Lc]
+  // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
+  auto completion_logps = [&](const at::Tensor& rows) {
+    at::Tensor h = m_.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
+    return m_.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), targets.index_select(0, rows), 1.0);  // [n, Lc]
+  };
+
+  // Reference log-probs (adapter off), only when the KL term is on.
+  at::Tensor ref_lp;
+  if (cfg_.beta > 0) {
+    torch::NoGradGuard ng;
+    m_.adapters_enabled = false;
+    ref_lp = completion_logps(torch::arange(N, torch::kLong));
+    m_.adapters_enabled = true;
+    ++ref_passes_;
+  }
+
+  // num_iterations passes over micro-batches; one optimizer step per pass.
+  m_.training = true;
+  const int64_t mb = cfg_.per_device_train_batch_size;
+  const double total_tokens = std::max(1.0, b.completion_mask.sum().item<double>());
+  for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  LossOptions lo;
+  lo.loss_type = cfg_.loss_type;
+  lo.epsilon_low = cfg_.epsilon;
+  lo.epsilon_high = cfg_.eps_high();
+  lo.beta = cfg_.beta;
+  lo.max_completion_length = cfg_.max_completion_length;
+  lo.num_items_in_batch = total_tokens;
+  const int64_t n_micro = (N + mb - 1) / mb;
+  PolicyStats st;
+  for (int it = 0; it < cfg_.num_iterations; ++it) {
+    opt_->zero_grad();
+    for (int64_t s = 0; s < N; s += mb) {
+      at::Tensor rows = torch::arange(s, std::min(N, s + mb), torch::kLong);
+      LossInputs in;
+      in.logps = completion_logps(rows);
+      in.old_logps = b.old_logps.index_select(0, rows);
+      if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
+      in.advantages = b.advantages.index_select(0, rows);
+      in.mask = b.completion_mask.index_select(0, rows);
+      LossStats ls;
+      at::Tensor loss = grpo_loss(in, lo, &ls);
+      // dapo is already normalised by the whole batch's tokens; the others average micro-batches.
+      if (cfg_.loss_type != "dapo") loss = loss / static_cast<double>(n_micro);
+      loss.backward();
+      st.loss += loss.item<double>() / cfg_.num_iterations;
+      st.kl += ls.kl / n_micro / cfg_.num_iterations;
+      st.clip_ratio += ls.clip_ratio / n_micro / cfg_.num_iterations;
+    }
+    if (cfg_.max_grad_norm > 0) st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, cfg_.max_grad_norm);
+    opt_->step();
+  }
+  m_.training = false;
+  return st;
+}
+
+GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard,
+                         int num_shards, std::vector<double> weights)
+    : m_(m), tk_(tk), task_(task), cfg_(std::move(cfg)), shard_(shard), num_shards_(num_shards) {
+  cfg_.validate();
+  weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
+  policy_ = std::make_unique<PolicyOptimizer>(m_, cfg_);
 }
 
 GrpoTrainer::~GrpoTrainer() = default;
@@ -156,14 +222,18 @@ StepStats GrpoTrainer::step() {
   int64_t Lp = 0, Lc = 1;
   for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
   for (auto& c : comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
-  at::Tensor ids = torch::zeros({N, Lp + Lc}, torch::kLong);       // [N, Lp+Lc]
-  at::Tensor attn = torch::zeros({N, Lp + Lc}, torch::kBool);
-  at::Tensor cmask = torch::zeros({N, Lc}, torch::kFloat);         // completion tokens
-  at::Tensor old_lp = torch::zeros({N, Lc}, torch::kFloat);
-  auto ida = ids.accessor<int64_t, 2>();
-  auto ata = attn.accessor<bool, 2>();
-  auto cma = cmask.accessor<float, 2>();
-  auto ola = old_lp.accessor<float, 2>();
+  PolicyBatch b;
+  b.prompt_len = Lp;
+  b.completion_len = Lc;
+  b.ids = torch::zeros({N, Lp + Lc}, torch::kLong);
+  b.attn = torch::zeros({N, Lp + Lc}, torch::kBool);
+  b.completion_mask = torch::zeros({N, Lc}, torch::kFloat);
+  b.old_logps = torch::zeros({N, Lc}, torch::kFloat);
+  b.advantages = adv;
+  auto ida = b.ids.accessor<int64_t, 2>();
+  auto ata = b.attn.accessor<bool, 2>();
+  auto cma = b.completion_mask.accessor<float, 2>();
+  auto ola = b.old_logps.accessor<float, 2>();
   for (int64_t i = 0; i < N; ++i) {
     const auto& p = prompts[static_cast<size_t>(comps[i].prompt_index)];
     int64_t off = Lp - static_cast<int64_t>(p.size());
@@ -179,66 +249,16 @@ StepStats GrpoTrainer::step() {
     st.tokens += static_cast<int64_t>(c.tokens.size());
   }
   st.completion_length = static_cast<double>(st.tokens) / std::max<int64_t>(1, N);
-  at::Tensor pos = model::positions_from_mask(attn);
-  at::Tensor targets = ids.slice(1, Lp, Lp + Lc);  // [N, Lc]
-  // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
-  auto completion_logps = [&](const at::Tensor& rows) {
-    at::Tensor h = m_.forward(ids.index_select(0, rows), pos.index_select(0, rows), nullptr, attn.index_select(0, rows));
-    return m_.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), targets.index_select(0, rows), 1.0);  // [n, Lc]
-  };
+  b.pos = model::positions_from_mask(b.attn);
 
-  // 5. Reference log-probs (adapter off), only when the KL term is on.
-  at::Tensor ref_lp;
-  if (cfg_.beta > 0) {
-    torch::NoGradGuard ng;
-    m_.adapters_enabled = false;
-    ref_lp = completion_logps(torch::arange(N, torch::kLong));
-    m_.adapters_enabled = true;
-    ++ref_passes_;
-  }
-
-  // 6. num_iterations passes over micro-batches; one optimizer step per pass.
+  // 5-6. Reference pass and the optimizer passes.
   auto t1 = Clock::now();
-  m_.training = true;
-  const int64_t mb = cfg_.per_device_train_batch_size;
-  const double total_tokens = std::max(1.0, cmask.sum().item<double>());
-  double lr = current_lr();
-  for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-  LossOptions lo;
-  lo.loss_type = cfg_.loss_type;
-  lo.epsilon_low = cfg_.epsilon;
-  lo.epsilon_high = cfg_.eps_high();
-  lo.beta = cfg_.beta;
-  lo.max_completion_length = cfg_.max_completion_length;
-  lo.num_items_in_batch = total_tokens;
-  const int64_t n_micro = (N + mb - 1) / mb;
-  double loss_sum = 0, kl_sum = 0, clip_sum = 0;
-  for (int it = 0; it < cfg_.num_iterations; ++it) {
-    opt_->zero_grad();
-    for (int64_t s = 0; s < N; s += mb) {
-      at::Tensor rows = torch::arange(s, std::min(N, s + mb), torch::kLong);
-      LossInputs in;
-      in.logps = completion_logps(rows);
-      in.old_logps = old_lp.index_select(0, rows);
-      if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
-      in.advantages = adv.index_select(0, rows);
-      in.mask = cmask.index_select(0, rows);
-      LossStats ls;
-      at::Tensor loss = grpo_loss(in, lo, &ls);
-      // dapo is already normalised by the whole batch's tokens; the others average micro-batches.
-      if (cfg_.loss_type != "dapo") loss = loss / static_cast<double>(n_micro);
-      loss.backward();
-      loss_sum += loss.item<double>();
-      kl_sum += ls.kl / n_micro;
-      clip_sum += ls.clip_ratio / n_micro;
-    }
-    if (cfg_.max_grad_norm > 0) st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, cfg_.max_grad_norm);
-    opt_->step();
-  }
-  m_.training = false;
-  st.loss = loss_sum / cfg_.num_iterations;
-  st.kl = kl_sum / cfg_.num_iterations;
-  st.clip_ratio = clip_sum / cfg_.num_iterations;
+  const double lr = current_lr();
+  PolicyStats ps = policy_->optimize(b, lr);
+  st.loss = ps.loss;
+  st.kl = ps.kl;
+  st.clip_ratio = ps.clip_ratio;
+  st.grad_norm = ps.grad_norm;
   st.lr = lr;
   st.train_seconds = seconds_since(t1);
   ++step_;
@@ -247,7 +267,7 @@ StepStats GrpoTrainer::step() {
 
 void GrpoTrainer::save_state(const std::string& path) {
   torch::serialize::OutputArchive a;
-  opt_->save(a);
+  policy_->adamw().save(a);
   a.write("step", torch::tensor(step_));
   a.write("cursor", torch::tensor(static_cast<int64_t>(cursor_)));
   a.save_to(path);
@@ -260,7 +280,7 @@ void GrpoTrainer::load_state(const std::string& path) {
   } catch (const c10::Error& e) {
     throw UserError("cannot read trainer state '" + path + "'", "delete it to start the optimizer afresh");
   }
-  opt_->load(a);
+  policy_->adamw().load(a);
   at::Tensor s, c;
   a.read("step", s);
   a.read("cursor", c);

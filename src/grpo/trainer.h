@@ -48,6 +48,41 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
                     int max_new_tokens, double temperature = 0.0, uint64_t seed = 0);
 
+// One sampled and scored GRPO batch, ready to train on: prompts left-padded to prompt_len,
+// completions right-padded to completion_len.
+struct PolicyBatch {
+  at::Tensor ids, attn, pos;   // [N, prompt_len + completion_len]: long, bool, long
+  at::Tensor completion_mask;  // [N, completion_len] float: 1 for tokens that count
+  at::Tensor old_logps;        // [N, completion_len]: of the policy that generated them
+  at::Tensor advantages;       // [N]
+  int64_t prompt_len = 0, completion_len = 0;
+};
+
+struct PolicyStats {
+  double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0;
+};
+
+// The training half of a GRPO step: the reference pass (adapter off) when beta > 0, then
+// num_iterations passes of the clipped objective over micro-batches of
+// per_device_train_batch_size, gradient clipping, AdamW on the adapter only. GrpoTrainer
+// runs it after generation; bench/train_step_bench runs it alone.
+class PolicyOptimizer {
+ public:
+  // The model must have an adapter attached; the base is frozen here.
+  PolicyOptimizer(model::Model& m, const GrpoConfig& cfg);
+  ~PolicyOptimizer();
+  PolicyStats optimize(const PolicyBatch& b, double lr);
+  torch::optim::AdamW& adamw() { return *opt_; }
+  int64_t reference_passes() const { return ref_passes_; }
+
+ private:
+  model::Model& m_;
+  GrpoConfig cfg_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::AdamW> opt_;
+  int64_t ref_passes_ = 0;
+};
+
 class GrpoTrainer {
  public:
   // The model must have an adapter attached (lora::attach); only it is trained.
@@ -63,7 +98,7 @@ class GrpoTrainer {
   void load_state(const std::string& path);
   double current_lr() const;
   // Count of reference (adapter-off) forward passes run: 0 when beta == 0.
-  int64_t reference_passes() const { return ref_passes_; }
+  int64_t reference_passes() const { return policy_->reference_passes(); }
 
  private:
   model::Model& m_;
@@ -72,11 +107,9 @@ class GrpoTrainer {
   GrpoConfig cfg_;
   int shard_, num_shards_;
   std::vector<double> weights_;
-  std::unique_ptr<torch::optim::AdamW> opt_;
-  std::vector<torch::Tensor> params_;
+  std::unique_ptr<PolicyOptimizer> policy_;
   int64_t step_ = 0;
   uint64_t cursor_ = 0;
-  int64_t ref_passes_ = 0;
 };
 
 }  // namespace brl::grpo

@@ -1,0 +1,157 @@
+// train_step_bench: throughput of the GRPO+LoRA training step (grpo::PolicyOptimizer, the
+// code every worker runs after generation) on a named shape with random weights, and the
+// fraction of this machine's F32 GEMM ceiling (a 2048^2 matrix product, measured in the same
+// run) that the step's FLOPs reach. bench/train_step_torch.py is the same step in PyTorch;
+// bench/train_step_compare.sh runs both side by side. Reports medians.
+//   train_step_bench [--shape demo|small|qwen2.5-0.5b] [--batch N] [--prompt Lp]
+//                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpo/pretrain.h"
+#include "grpo/trainer.h"
+#include "lora/lora.h"
+#include "model/loader.h"
+
+using namespace brl;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double time_s(const std::function<void()>& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// FLOPs of one step (forward, backward through the frozen base to the adapter, as computed:
+// full T x T attention scores, the LM head on completion positions only). The base's weight
+// gradients are never formed, so its backward costs one product per forward one (dX); the
+// adapter's costs two (dX and dW); attention's two (both operands are activations).
+double step_flops(const model::ModelConfig& c, int64_t r, int64_t N, int64_t Lp, int64_t Lc) {
+  const double S = static_cast<double>(Lp + Lc), T = static_cast<double>(N) * S;
+  const double h = c.hidden_size, qo = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim,
+               I = c.intermediate_size, L = c.num_hidden_layers;
+  const double linear = h * qo + 2 * h * kv + qo * h + 3 * h * I;                        // weights per layer
+  const double lora = r * ((h + qo) + 2 * (h + kv) + (qo + h) + 2 * (h + I) + (I + h));  // A and B per layer
+  const double f_linear = 2 * linear * L * T, f_lora = 2 * lora * L * T;
+  const double f_attn = 4 * S * S * qo * L * static_cast<double>(N);
+  const double f_head = 2 * h * static_cast<double>(c.vocab_size) * static_cast<double>(N * Lc);
+  return 2 * f_linear + 3 * f_lora + 3 * f_attn + 2 * f_head;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape = "small";
+  int64_t batch = -1, prompt = -1, completion = -1, r = 16, repeats = 3;
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") {
+      json = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return 2;
+    }
+    std::string v = argv[++i];
+    if (a == "--shape") shape = v;
+    else if (a == "--batch") batch = std::stoll(v);
+    else if (a == "--prompt") prompt = std::stoll(v);
+    else if (a == "--completion") completion = std::stoll(v);
+    else if (a == "--r") r = std::stoll(v);
+    else if (a == "--repeats") repeats = std::max<int64_t>(1, std::stoll(v));
+    else if (a == "--threads") threads = std::stoi(v);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  at::set_num_threads(threads);
+  // The demo's GRPO batch (8 prompts x G 8, ~12 prompt and 4 completion tokens); the others as
+  // the PyTorch anchor in shared/notes/performance.md (8 x 192 tokens).
+  const bool demo = shape == "demo";
+  auto cfg = demo ? grpo::demo_model_config(grpo::PretrainOptions{}) : model::named_shape(shape);
+  if (batch < 0) batch = demo ? 64 : 8;
+  if (prompt < 0) prompt = demo ? 12 : 64;
+  if (completion < 0) completion = demo ? 4 : 128;
+
+  // The GEMM ceiling, as the environment is set (OPENBLAS_CORETYPE and threads).
+  const int64_t n = 2048;
+  auto a = at::randn({n, n}), b = at::randn({n, n});
+  std::vector<double> gemm;
+  (void)at::mm(a, b);
+  for (int i = 0; i < 5; ++i) gemm.push_back(time_s([&] { (void)at::mm(a, b); }));
+  const double ceiling = 2.0 * n * n * n / median(gemm);
+
+  std::fprintf(stderr, "building random %s (%.0fM params), LoRA r=%lld on all linear modules...\n", shape.c_str(),
+               cfg.num_parameters() / 1e6, static_cast<long long>(r));
+  auto m = model::random_model(cfg, 1, 0.02, at::kFloat);
+  LoraConfig lc;
+  lc.r = static_cast<int>(r);
+  lc.lora_alpha = 2.0 * static_cast<double>(r);
+  lc.target_modules = {"all-linear"};
+  lora::attach(m, lc);
+  for (auto& p : lora::parameters(m)) p.detach().normal_(0, 0.01);  // B is zero at init: give it a value
+  grpo::GrpoConfig g;
+  g.num_generations = 8;
+  g.max_completion_length = static_cast<int>(completion);
+  g.per_device_train_batch_size = static_cast<int>(batch);  // one micro-batch, as the PyTorch side
+  g.beta = 0;
+  g.num_iterations = 1;
+  g.loss_type = "grpo";
+  g.max_grad_norm = 1.0;
+  grpo::PolicyOptimizer po(m, g);
+
+  grpo::PolicyBatch pb;
+  pb.prompt_len = prompt;
+  pb.completion_len = completion;
+  at::manual_seed(3);
+  pb.ids = at::randint(0, cfg.vocab_size, {batch, prompt + completion}, at::kLong);
+  pb.attn = at::ones({batch, prompt + completion}, at::kBool);
+  pb.pos = model::positions_from_mask(pb.attn);
+  pb.completion_mask = at::ones({batch, completion}, at::kFloat);
+  pb.advantages = at::randn({batch}, at::kDouble);
+  {  // The generating policy's log-probs, as generation would have kept them.
+    torch::NoGradGuard ng;
+    auto h = m.forward(pb.ids, pb.pos, nullptr, pb.attn);
+    pb.old_logps = m.token_logprobs(h.slice(1, prompt - 1, prompt + completion - 1), pb.ids.slice(1, prompt), 1.0);
+  }
+
+  std::vector<double> t;
+  double loss = 0;
+  po.optimize(pb, 1e-6);  // warm-up (allocator, OpenBLAS buffers)
+  for (int64_t i = 0; i < repeats; ++i) t.push_back(time_s([&] { loss = po.optimize(pb, 1e-6).loss; }));
+  const double sec = median(t), tokens = static_cast<double>(batch * (prompt + completion));
+  const double flops = step_flops(cfg, r, batch, prompt, completion);
+  if (json) {
+    std::printf(
+        "{\"impl\": \"bucketrl\", \"shape\": \"%s\", \"params\": %lld, \"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
+        "\"r\": %lld, \"threads\": %d, \"step_seconds\": %.4f, \"tokens_per_second\": %.1f, \"step_gflop\": %.2f, "
+        "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f}\n",
+        shape.c_str(), static_cast<long long>(cfg.num_parameters()), static_cast<long long>(batch),
+        static_cast<long long>(prompt), static_cast<long long>(completion), static_cast<long long>(r), threads, sec,
+        tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9, flops / sec / ceiling, loss);
+  } else {
+    std::printf("%s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
+                "%.0f %% of the %.0f GFLOP/s GEMM ceiling\n",
+                shape.c_str(), static_cast<long long>(batch), static_cast<long long>(prompt + completion), sec,
+                static_cast<long long>(repeats), tokens / sec, flops / 1e9, flops / sec / 1e9, 100 * flops / sec / ceiling,
+                ceiling / 1e9);
+  }
+  return 0;
+}

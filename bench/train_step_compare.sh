@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GRPO+LoRA training step, bucketrl (build/train_step_bench) beside the same step in
+# PyTorch (bench/train_step_torch.py on Debian's python3-torch, the same libtorch 1.13), with
+# glibc's allocator and with tcmalloc preloaded. Runs the sides in turn, ROUNDS times, and
+# prints medians and ratios as a Markdown table (raw JSON lines in $OUT, default /tmp).
+#   bench/train_step_compare.sh [ROUNDS] [SHAPE...]      (default: 3 demo small qwen2.5-0.5b)
+# Needs: apt-get install python3-torch; cmake --build build --target train_step_bench.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+shift || true
+SHAPES=("$@")
+[[ ${#SHAPES[@]} -gt 0 ]] || SHAPES=(demo small qwen2.5-0.5b)
+BENCH=${BUILD_DIR:-build}/train_step_bench
+PY=/usr/bin/python3
+TCMALLOC=$(ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null | head -1 || true)
+[[ -x $BENCH ]] || { echo "no $BENCH: cmake --build build --target train_step_bench" >&2; exit 1; }
+$PY -c 'import torch' 2>/dev/null || { echo "no PyTorch for $PY: apt-get install python3-torch" >&2; exit 1; }
+OUT=${OUT:-/tmp}/train_step_compare.jsonl
+: > "$OUT"
+for shape in "${SHAPES[@]}"; do
+  reps=3; [[ $shape == demo ]] && reps=7
+  for ((i = 1; i <= ROUNDS; i++)); do
+    echo "[$shape round $i/$ROUNDS]" >&2
+    "$BENCH" --shape "$shape" --repeats $reps --json 2>/dev/null >> "$OUT"
+    $PY bench/train_step_torch.py --shape "$shape" --repeats $reps --json 2>/dev/null >> "$OUT"
+    if [[ -n $TCMALLOC ]]; then
+      LD_PRELOAD=$TCMALLOC $PY bench/train_step_torch.py --shape "$shape" --repeats $reps --json 2>/dev/null >> "$OUT"
+    fi
+  done
+done
+$PY - "$OUT" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+med = lambda xs: statistics.median(xs)
+print("| shape | batch x tokens | bucketrl tok/s | % of GEMM ceiling | PyTorch tok/s (glibc) | ratio | PyTorch tok/s (tcmalloc) | ratio |")
+print("|---|---|---|---|---|---|---|---|")
+for shape in dict.fromkeys(r["shape"] for r in rows):
+    ours = [r for r in rows if r["shape"] == shape and r["impl"] == "bucketrl"]
+    pt = {a: [r["tokens_per_second"] for r in rows if r["shape"] == shape and r["impl"] == "pytorch" and r["allocator"] == a]
+          for a in ("glibc", "tcmalloc")}
+    o = med([r["tokens_per_second"] for r in ours])
+    frac = med([r["fraction_of_ceiling"] for r in ours])
+    ceil = med([r["gemm_ceiling_gflops"] for r in ours])
+    cells = [f"{med(pt[a]):.0f} | {o / med(pt[a]):.2f}x" if pt[a] else "- | -" for a in ("glibc", "tcmalloc")]
+    r0 = ours[0]
+    print(f"| {shape} | {r0['batch']} x {r0['prompt'] + r0['completion']} | {o:.0f} | {100 * frac:.0f} % of {ceil:.0f} GFLOP/s | {cells[0]} | {cells[1]} |")
+PY
