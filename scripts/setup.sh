@@ -24,6 +24,8 @@ test_pkgs=(
   libgtest-dev
   # The real S3 server for tests (Ceph RGW), see scripts/s3-server.sh.
   radosgw ceph-mon ceph-osd
+  # `ip netns` and veth links: the several-hosts test (tests/async/netns_s3_test.cpp).
+  iproute2
   # Oracles: python for GGUF conversion (node, for HF's tokenizer binding and llama.cpp,
   # comes with these machines; Debian's nodejs is only installed where none exists).
   python3 python3-numpy

@@ -3,7 +3,10 @@
 // processes of the real bucketrl executable.
 #pragma once
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,18 +87,37 @@ struct Proc {
   std::string log;
 };
 
+// Where a child runs: a network namespace (a name under /var/run/netns, as `ip netns add`
+// makes; "" = the test's own) and environment variables set on top of the test's.
+struct Placement {
+  std::string netns;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
 // Starts BRL_EXE with args, output appended to log.
-inline Proc start(const std::vector<std::string>& args, const std::string& log) {
+inline Proc start(const std::vector<std::string>& args, const std::string& log, const Placement& at = {}) {
   Proc p{-1, log};
   p.pid = fork();
   if (p.pid == 0) {
+    // A test killed before its clean-up leaves no process behind (retrying forever, or
+    // keeping a test's network namespace alive).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     FILE* f = std::fopen(log.c_str(), "a");
     if (f) {
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
     }
+    if (!at.netns.empty()) {
+      int fd = open(("/var/run/netns/" + at.netns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+        std::perror(("entering network namespace " + at.netns).c_str());
+        _exit(126);
+      }
+      close(fd);
+    }
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    for (auto& [k, v] : at.env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(BRL_EXE)};
     for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -124,11 +146,14 @@ inline int run_to_end(const std::vector<std::string>& args, const std::string& l
 }
 
 // The proxy and `workers` workers of one run as real processes, each killable and
-// restartable; logs in dir/<name>.log (proxy, w0, w1, ...), one model cache for all.
+// restartable; logs in dir/<name>.log (proxy, w0, w1, ...), one model cache for all unless
+// each is to fetch the model itself (as on separate hosts).
 struct Cluster {
   std::string bucket, dir;
   int workers = 3;
+  bool cache_per_process = false;                       // dir/cache-<name> instead of dir/cache
   std::vector<std::string> proxy_extra, worker_extra;  // more arguments for every start
+  std::vector<Placement> placement;                     // per process, where given
   std::vector<Proc> procs;                              // [0] the proxy, [1 + i] worker i
 
   std::string name(size_t k) const { return k == 0 ? "proxy" : "w" + std::to_string(k - 1); }
@@ -137,20 +162,23 @@ struct Cluster {
     std::vector<std::string> a{"proxy", "--bucket", bucket};
     if (k > 0)
       a = {"worker", "--bucket", bucket, "--id", name(k), "--shard", std::to_string(k - 1) + "/" + std::to_string(workers),
-           "--threads", "1", "--cache-dir", dir + "/cache"};
+           "--threads", "1", "--cache-dir", dir + (cache_per_process ? "/cache-" + name(k) : "/cache")};
     for (auto& x : k == 0 ? proxy_extra : worker_extra) a.push_back(x);
     return a;
   }
-  void start(size_t k) { procs.at(k) = test::start(args(k), log(k)); }
+  void start(size_t k) { procs.at(k) = test::start(args(k), log(k), k < placement.size() ? placement[k] : Placement{}); }
   void start_all() {
     procs.resize(static_cast<size_t>(workers) + 1);
     for (size_t k = 0; k < procs.size(); ++k) start(k);
   }
   // Clean stop: the workers upload their last delta and exit, then the proxy folds it.
-  void stop_all() {
-    for (size_t k = 1; k < procs.size(); ++k) test::stop(procs[k]);
+  // The wait statuses, per process.
+  std::vector<int> stop_all() {
+    std::vector<int> st(procs.size());
+    for (size_t k = 1; k < procs.size(); ++k) st[k] = test::stop(procs[k]);
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    if (!procs.empty()) test::stop(procs[0]);
+    if (!procs.empty()) st[0] = test::stop(procs[0]);
+    return st;
   }
 };
 
