@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "async/aggregate.h"
+#include "bench_util.h"
 #include "util/error.h"
 
 using namespace brl;
@@ -51,11 +52,6 @@ std::vector<codec::Tensor> module(const std::string& base, const Mod& m, int r, 
   return {std::move(a), std::move(b)};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -125,7 +121,7 @@ int main(int argc, char** argv) {
   std::printf("| mode | seconds (median of %d) | min | max |\n|---|---|---|---|\n", reps);
   for (auto& m : modes) {
     auto& v = secs[m];
-    std::printf("| %s | %.2f | %.2f | %.2f |", m.c_str(), median(v), *std::min_element(v.begin(), v.end()),
+    std::printf("| %s | %.2f | %.2f | %.2f |", m.c_str(), bench::median(v), *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()));
     if (max_err.count(m)) std::printf(" max reconstruction error %.3f", max_err[m]);
     std::printf("\n");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "bench_util.h"
 #include "protocol/bucket.h"
 #include "util/error.h"
 
@@ -54,18 +55,7 @@ std::vector<codec::Tensor> adapter(const Shape& s, uint64_t seed) {
   return ts;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
-template <class F>
-double ms_of(F&& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -97,8 +87,8 @@ int main(int argc, char** argv) {
         std::string bytes;
         std::vector<double> enc, dec;
         for (int r = 0; r < reps; ++r) {
-          enc.push_back(ms_of([&] { bytes = codec::encode(ts, opt); }));
-          dec.push_back(ms_of([&] { codec::decode(bytes).status().throw_if_error(); }));
+          enc.push_back(1e3 * bench::seconds_of([&] { bytes = codec::encode(ts, opt); }));
+          dec.push_back(1e3 * bench::seconds_of([&] { codec::decode(bytes).status().throw_if_error(); }));
         }
         const size_t stored = codec::encode(ts, {k, block, 0}).size();
         if (k == Kind::fp32) fp32_bytes = static_cast<double>(bytes.size());
@@ -106,7 +96,7 @@ int main(int argc, char** argv) {
         std::printf("| %s | %.2fM | %s | %s | %zu | %.3f | %.1f %% | %zu | %.1f | %.1f |\n", s.name, params / 1e6,
                     codec::kind_name(k), blocked ? std::to_string(block).c_str() : "-", bytes.size(),
                     static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes, stored,
-                    median(enc), median(dec));
+                    bench::median(enc), bench::median(dec));
       }
     }
     // What every worker downloads per published version ([aggregation] publish_dtype).

@@ -18,21 +18,9 @@
 
 #include "generate/generate.h"
 #include "model/loader.h"
+#include "bench_util.h"
 
 using namespace brl;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double time_s(const std::function<void()>& f) {
-  auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   std::string shape = "small", dtype = "f32";
@@ -77,7 +65,7 @@ int main(int argc, char** argv) {
       logits = logits.index_select(0, rep);
     }
     auto p = at::full({rows, 1}, prompt, at::kLong);
-    double t = time_s([&] {
+    double t = bench::seconds_of([&] {
       for (int64_t s = 0; s < new_tokens; ++s) {
         auto tok = logits.argmax(-1, true);                  // [rows, 1]
         logits = m.lm_logits(m.forward(tok, p, &cache).select(1, 0));
@@ -90,7 +78,7 @@ int main(int argc, char** argv) {
   std::vector<double> pp, d1, dg, gen;
   for (int64_t r = 0; r <= repeats; ++r) {  // r == 0 warms up
     auto cache = m.new_cache(1, prompt);
-    double t = time_s([&] { prefill(cache); });
+    double t = bench::seconds_of([&] { prefill(cache); });
     double a = decode(1), b = decode(group);
     gen::GenerateOptions o;
     o.num_generations = group;
@@ -99,7 +87,7 @@ int main(int argc, char** argv) {
     o.seed = r;
     std::vector<int32_t> pr(prompt);
     for (int64_t i = 0; i < prompt; ++i) pr[i] = ids[0][i].item<int64_t>();
-    double tg = time_s([&] { gen::generate(m, {pr}, o); });
+    double tg = bench::seconds_of([&] { gen::generate(m, {pr}, o); });
     if (r == 0) continue;
     pp.push_back(prompt / t);
     d1.push_back(a);
@@ -109,10 +97,10 @@ int main(int argc, char** argv) {
   std::printf("shape %s dtype %s threads %d prompt %lld new %lld group %lld repeats %lld\n",
               shape.c_str(), dtype.c_str(), threads, (long long)prompt, (long long)new_tokens,
               (long long)group, (long long)repeats);
-  std::printf("prompt tok/s            %8.1f\n", median(pp));
-  std::printf("decode 1 seq tok/s      %8.1f\n", median(d1));
-  std::printf("decode %lld seqs tok/s     %8.1f\n", (long long)group, median(dg));
+  std::printf("prompt tok/s            %8.1f\n", bench::median(pp));
+  std::printf("decode 1 seq tok/s      %8.1f\n", bench::median(d1));
+  std::printf("decode %lld seqs tok/s     %8.1f\n", (long long)group, bench::median(dg));
   std::printf("generate() %lld seqs tok/s %8.1f  (sampling at T=1, prefill included)\n",
-              (long long)group, median(gen));
+              (long long)group, bench::median(gen));
   return 0;
 }

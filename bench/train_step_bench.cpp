@@ -21,20 +21,11 @@
 #include "grpo/trainer.h"
 #include "lora/lora.h"
 #include "model/loader.h"
+#include "bench_util.h"
 
 using namespace brl;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double time_s(const std::function<void()>& f) {
-  auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // FLOPs of one step (forward, backward through the frozen base to the adapter, as computed:
 // full T x T attention scores, the LM head on completion positions only). The base's weight
@@ -95,8 +86,8 @@ int main(int argc, char** argv) {
   auto a = at::randn({n, n}), b = at::randn({n, n});
   std::vector<double> gemm;
   (void)at::mm(a, b);
-  for (int i = 0; i < 5; ++i) gemm.push_back(time_s([&] { (void)at::mm(a, b); }));
-  const double ceiling = 2.0 * n * n * n / median(gemm);
+  for (int i = 0; i < 5; ++i) gemm.push_back(bench::seconds_of([&] { (void)at::mm(a, b); }));
+  const double ceiling = 2.0 * n * n * n / bench::median(gemm);
 
   std::fprintf(stderr, "building random %s (%.0fM params), LoRA r=%lld on all linear modules...\n", shape.c_str(),
                cfg.num_parameters() / 1e6, static_cast<long long>(r));
@@ -135,8 +126,8 @@ int main(int argc, char** argv) {
   std::vector<double> t;
   double loss = 0;
   po.optimize(pb, 1e-6);  // warm-up (allocator, OpenBLAS buffers)
-  for (int64_t i = 0; i < repeats; ++i) t.push_back(time_s([&] { loss = po.optimize(pb, 1e-6).loss; }));
-  const double sec = median(t), tokens = static_cast<double>(batch * (prompt + completion));
+  for (int64_t i = 0; i < repeats; ++i) t.push_back(bench::seconds_of([&] { loss = po.optimize(pb, 1e-6).loss; }));
+  const double sec = bench::median(t), tokens = static_cast<double>(batch * (prompt + completion));
   const double flops = step_flops(cfg, r, batch, prompt, completion);
   if (json) {
     std::printf(
