@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -79,13 +81,23 @@ inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg, const s
   return bucket;
 }
 
+// A fresh prefix on the RGW test server for one test: s3://$BRL_S3_TEST_BUCKET/NAME-<pid>-<n>.
+// Throws (the test fails) when the server's environment is not set.
+inline std::string s3_test_url(const std::string& name) {
+  for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "BRL_S3_TEST_BUCKET"})
+    if (!std::getenv(v) || !*std::getenv(v))
+      throw std::runtime_error(std::string(v) + " is not set: run scripts/s3-server.sh start && source .cache/s3/env.sh");
+  return "s3://" + std::string(std::getenv("BRL_S3_TEST_BUCKET")) + "/" + name + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+}
+
 struct Proc {
   pid_t pid = -1;
   std::string log;
 };
 
-// Starts BRL_EXE with args, output appended to log.
-inline Proc start(const std::vector<std::string>& args, const std::string& log) {
+// Starts BRL_EXE with args, output appended to log; env: more NAME=value settings for it.
+inline Proc start(const std::vector<std::string>& args, const std::string& log, const std::vector<std::string>& env = {}) {
   Proc p{-1, log};
   p.pid = fork();
   if (p.pid == 0) {
@@ -96,6 +108,7 @@ inline Proc start(const std::vector<std::string>& args, const std::string& log) 
     }
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    for (auto& e : env) setenv(e.substr(0, e.find('=')).c_str(), e.substr(e.find('=') + 1).c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(BRL_EXE)};
     for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -129,6 +142,7 @@ struct Cluster {
   std::string bucket, dir;
   int workers = 3;
   std::vector<std::string> proxy_extra, worker_extra;  // more arguments for every start
+  std::vector<std::string> env;                         // NAME=value for every process
   std::vector<Proc> procs;                              // [0] the proxy, [1 + i] worker i
 
   std::string name(size_t k) const { return k == 0 ? "proxy" : "w" + std::to_string(k - 1); }
@@ -141,7 +155,7 @@ struct Cluster {
     for (auto& x : k == 0 ? proxy_extra : worker_extra) a.push_back(x);
     return a;
   }
-  void start(size_t k) { procs.at(k) = test::start(args(k), log(k)); }
+  void start(size_t k) { procs.at(k) = test::start(args(k), log(k), env); }
   void start_all() {
     procs.resize(static_cast<size_t>(workers) + 1);
     for (size_t k = 0; k < procs.size(); ++k) start(k);
