@@ -112,9 +112,12 @@ void Proxy::load() {
   recent_norms_.assign(norms.rbegin(), norms.rend());
   accepted_.clear();
   rejected_.clear();
-  // A proxy that died between manifest and LATEST: finish its publish.
+  // A proxy that died between manifest and LATEST (or could not write it: disk full): finish
+  // its publish. Not fatal when it fails again: the manifest is the commit point, readers
+  // take the newest manifest (newest_version), and the next publish writes LATEST.
   if (auto l = protocol::read_latest(*store_); !l || *l < version_)
-    store_->put(protocol::latest_key(), std::to_string(version_) + "\n").throw_if_error();
+    if (Status st = store_->put(protocol::latest_key(), std::to_string(version_) + "\n"); !st)
+      LOG_WARN("proxy {}: cannot bring LATEST up to version {} ({}); the next publish will", opt_.id, version_, st.to_string());
   LOG_INFO("proxy {}: run {} at version {} ({} workers seen)", opt_.id, run_.run_id, version_, cursors_.size());
 }
 

@@ -244,6 +244,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     if (!st) {
       // The progress stays in the model: the next sync's delta includes it.
       ++sum.failed_uploads;
+      sum.last_error = st.to_string();
       LOG_WARN("worker {}: upload of update {} failed ({}); keeping the progress for the next sync", id, h.id, st.to_string());
       beater.update([&](protocol::Heartbeat& hb) {
         hb.state = "training";
@@ -311,7 +312,23 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
       last_sync = Clock::now();
     }
   }
-  sync();  // a clean stop uploads what is left
+  // A clean stop uploads what is left. When the bucket refuses it (disk full, access denied,
+  // unreachable beyond the store's retries) more tries, 2 s apart for up to ~15 s, give a
+  // full disk time to be freed (say, by the proxy's garbage collection); then the loss is
+  // said plainly and the exit status shows it.
+  int final_attempts = 0;
+  for (auto tf = Clock::now(); win.steps > 0;) {
+    sync();
+    ++final_attempts;
+    if (win.steps == 0 || since(tf) > 13) break;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  if (win.steps > 0) {
+    sum.lost_steps = win.steps;
+    LOG_ERROR("worker {}: could not upload the last {} steps ({} attempts; last error: {}); they are lost to the run, "
+              "everything before them is in the bucket",
+              id, win.steps, final_attempts, sum.last_error);
+  }
   flush_logs();
   beater.update([](protocol::Heartbeat& h) { h.state = "stopped"; });
   LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes), {} adoptions, {:.1f} s at the barrier", id,

@@ -27,12 +27,15 @@ struct WorkerOptions {
 
 struct WorkerSummary {
   int64_t steps = 0, updates = 0, adopted = 0, failed_uploads = 0;
+  int64_t lost_steps = 0;  // steps whose delta the stop could not upload (the bucket refused it)
   uint64_t bytes_uploaded = 0;
   double waited_s = 0;  // sync mode: time spent at the barrier
+  std::string last_error;  // of the last failed upload
 };
 
 // Runs until `stop` becomes true (SIGINT/SIGTERM), a limit is reached, or a fatal error;
-// on a clean stop the progress since the last sync is uploaded first.
+// on a clean stop the progress since the last sync is uploaded first (retried a few times
+// when the bucket refuses it; what still fails is counted in lost_steps).
 WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop);
 
 }  // namespace brl::async

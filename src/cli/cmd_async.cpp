@@ -72,7 +72,10 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
     std::printf("worker: %lld steps, %lld updates (%llu bytes), %lld versions adopted\n", static_cast<long long>(s.steps),
                 static_cast<long long>(s.updates), static_cast<unsigned long long>(s.bytes_uploaded),
                 static_cast<long long>(s.adopted));
-    return 0;
+    if (s.lost_steps > 0)
+      std::fprintf(stderr, "worker: the last %lld steps could not be uploaded: %s\n", static_cast<long long>(s.lost_steps),
+                   s.last_error.c_str());
+    return s.lost_steps > 0 ? 1 : 0;
   };
 });
 

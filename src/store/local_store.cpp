@@ -30,9 +30,13 @@ Status errno_status(const std::string& op, const std::string& path, int err) {
     case ENOENT: return {StatusCode::kNotFound, msg};
     case EACCES:
     case EPERM:
-    case EROFS: return {StatusCode::kAccessDenied, msg};
+      return {StatusCode::kAccessDenied, msg + " (this process runs as uid " + std::to_string(::geteuid()) +
+                                             ": give it access to that folder (owner, mode) or run it as the folder's owner)"};
+    case EROFS: return {StatusCode::kAccessDenied, msg + " (read-only filesystem: remount it read-write or use another folder)"};
     case ENOSPC:
-    case EDQUOT: return {StatusCode::kIOError, msg + " (disk full or quota exceeded)"};
+    case EDQUOT:
+      return {StatusCode::kIOError, msg + " (disk full or quota exceeded: free space on that filesystem or move the bucket "
+                                          "to a larger one)"};
     default: return {StatusCode::kIOError, msg};  // EIO, EFBIG, ...
   }
 }
@@ -178,11 +182,9 @@ Status publish(const std::string& tmp, const std::string& final, bool create_onl
   return errno_status("create", final, err);
 }
 
-// The one write path: temp file next to `final` (folders made under `root` when given),
-// filled by `fill`, mtime stamped, fsynced, published, folder fsynced. On failure the temp
-// file is removed and nothing appears under `final`.
-Status atomic_write(const std::string& final, const std::string& root, bool create_only, const std::string& key,
-                    const std::function<Status(int fd, const std::string& tmp)>& fill) {
+// The steps of atomic_write (below).
+Status write_to(const std::string& final, const std::string& root, bool create_only, const std::string& key,
+                const std::function<Status(int fd, const std::string& tmp)>& fill) {
   const std::string dir = dir_of(final);
   std::string tmp;
   int fd = -1;
@@ -228,6 +230,18 @@ Status atomic_write(const std::string& final, const std::string& root, bool crea
     return st;
   }
   return fsync_dir(dir);
+}
+
+// The one write path: temp file next to `final` (folders made under `root` when given),
+// filled by `fill`, mtime stamped, fsynced, published, folder fsynced. On failure the temp
+// file is removed and nothing appears under `final`; an I/O failure names `final` first (the
+// step that failed may name the temporary file or a folder).
+Status atomic_write(const std::string& final, const std::string& root, bool create_only, const std::string& key,
+                    const std::function<Status(int fd, const std::string& tmp)>& fill) {
+  Status st = write_to(final, root, create_only, key, fill);
+  if (st.code() == StatusCode::kIOError || st.code() == StatusCode::kAccessDenied)
+    return {st.code(), "cannot write '" + final + "': " + st.message()};
+  return st;
 }
 
 std::string etag_of(const struct stat& st) {

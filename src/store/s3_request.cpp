@@ -248,6 +248,7 @@ Result<http::Response> S3Client::execute(S3Call& call) const {
     int64_t cap = std::min<int64_t>(opt_.max_backoff_ms, static_cast<int64_t>(opt_.base_backoff_ms) << std::min(attempt - 1, 20));
     auto sleep = std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(cap, 1))(rng));
     if (Clock::now() + sleep >= deadline) break;
+    call.retried = true;
     LOG_DEBUG("{} (attempt {}/{}), retrying in {} ms", st.to_string(), attempt, opt_.max_attempts, sleep.count());
     std::this_thread::sleep_for(sleep);
   }

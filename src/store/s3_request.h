@@ -27,6 +27,9 @@ struct S3Call {
   uint64_t upload_offset = 0, upload_length = 0;
   int download_fd = -1;
   std::function<bool()> before_attempt;  // e.g. truncate the download file; false = I/O error
+  // Out: set by execute() when an attempt failed retryably and was retried (a PUT may then
+  // have been applied already, its answer lost).
+  bool retried = false;
 };
 
 class S3Client {

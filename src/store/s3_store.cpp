@@ -132,7 +132,7 @@ class S3Store final : public ObjectStore {
     call.payload_hash = d.sha256_hex;
     call.has_body = true;
     call.body = &data;
-    return finish_put(call, d);
+    return finish_put(call, d, key);
   }
 
   Status put_file(const std::string& key, const std::string& path, const PutOptions& opt) override {
@@ -149,7 +149,7 @@ class S3Store final : public ObjectStore {
     call.payload_hash = d->sha256_hex;
     call.upload_path = path;
     call.upload_length = size;
-    return finish_put(call, *d);
+    return finish_put(call, *d, key);
   }
 
   Result<std::string> get(const std::string& key, const GetOptions& opt) override {
@@ -268,13 +268,27 @@ class S3Store final : public ObjectStore {
     return call;
   }
 
-  Status finish_put(S3Call& call, const Digests& d) {
+  Status finish_put(S3Call& call, const Digests& d, const std::string& key) {
     auto resp = client_.execute(call);
+    // A create-only PUT that the server applied but whose answer was lost (reset, cut off)
+    // meets its own object on the retry: 412. It is ours when the object holds our bytes
+    // (callers put something unique to the writer in create-only bodies, retry_store.h);
+    // reporting a failure would make a worker upload the same progress again.
+    if (!resp && call.retried && resp.status().code() == StatusCode::kPreconditionFailed && holds(key, d)) return Status::ok();
     if (!resp) return resp.status();
     std::string etag = unquote(resp->header("etag"));
     if (is_plain_md5(etag) && etag != d.md5_hex)
       return Status(StatusCode::kCorrupt, call.what + ": server ETag " + etag + " is not the MD5 of what was sent (" + d.md5_hex + ")");
     return Status::ok();
+  }
+
+  // Whether the object at key has the bytes whose digests are d.
+  bool holds(const std::string& key, const Digests& d) {
+    auto h = head(key);
+    if (!h) return false;
+    if (is_plain_md5(h->etag)) return h->etag == d.md5_hex;
+    auto got = get(key, {});  // an ETag that is not the MD5 (SSE-KMS): compare the bytes
+    return got && digest(*got).md5_hex == d.md5_hex;
   }
 
   Status put_multipart(const std::string& key, const std::string& path, uint64_t size, const PutOptions& opt);

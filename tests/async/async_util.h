@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -80,6 +82,16 @@ inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg, const s
   auto s = protocol::open_bucket(bucket);
   async::init_run(*s, cfg);
   return bucket;
+}
+
+// A fresh prefix on the RGW test server for one test: s3://$BRL_S3_TEST_BUCKET/NAME-<pid>-<n>.
+// Throws (the test fails) when the server's environment is not set.
+inline std::string s3_test_url(const std::string& name) {
+  for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "BRL_S3_TEST_BUCKET"})
+    if (!std::getenv(v) || !*std::getenv(v))
+      throw std::runtime_error(std::string(v) + " is not set: run scripts/s3-server.sh start && source .cache/s3/env.sh");
+  return "s3://" + std::string(std::getenv("BRL_S3_TEST_BUCKET")) + "/" + name + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
 }
 
 struct Proc {
@@ -154,6 +166,7 @@ struct Cluster {
   bool cache_per_process = false;                       // dir/cache-<name> instead of dir/cache
   std::vector<std::string> proxy_extra, worker_extra;  // more arguments for every start
   std::vector<Placement> placement;                     // per process, where given
+  std::vector<std::pair<std::string, std::string>> env;  // for every process (placement's come after)
   std::vector<Proc> procs;                              // [0] the proxy, [1 + i] worker i
 
   std::string name(size_t k) const { return k == 0 ? "proxy" : "w" + std::to_string(k - 1); }
@@ -166,7 +179,11 @@ struct Cluster {
     for (auto& x : k == 0 ? proxy_extra : worker_extra) a.push_back(x);
     return a;
   }
-  void start(size_t k) { procs.at(k) = test::start(args(k), log(k), k < placement.size() ? placement[k] : Placement{}); }
+  void start(size_t k) {
+    Placement at = k < placement.size() ? placement[k] : Placement{};
+    at.env.insert(at.env.begin(), env.begin(), env.end());
+    procs.at(k) = test::start(args(k), log(k), at);
+  }
   void start_all() {
     procs.resize(static_cast<size_t>(workers) + 1);
     for (size_t k = 0; k < procs.size(); ++k) start(k);

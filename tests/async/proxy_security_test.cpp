@@ -30,12 +30,8 @@ using test::TempDir;
 
 namespace {
 
-const std::string kA = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
-const std::string kB = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
-
-std::vector<Tensor> v0() { return {{kA, {2, 4}, std::vector<float>(8, 0.5f)}, {kB, {4, 2}, std::vector<float>(8, 0.0f)}}; }
-// Every element c: |delta| = sqrt(16) c = 4c.
-std::vector<Tensor> delta(float c) { return {{kA, {2, 4}, std::vector<float>(8, c)}, {kB, {4, 2}, std::vector<float>(8, c)}}; }
+constexpr auto v0 = test::tiny_v0;
+constexpr auto delta = test::tiny_delta;  // every element c: |delta| = sqrt(16) c = 4c
 
 std::string key_line(const ed25519::SigningKey& k) { return ed25519::format_public_key(k.public_key()); }
 

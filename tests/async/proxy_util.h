@@ -19,6 +19,17 @@
 
 namespace brl::test {
 
+// A two-tensor adapter (one q_proj LoRA pair) for version 0, and a delta of it whose every
+// element is c (|delta| = 4c).
+inline const std::string kTinyA = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
+inline const std::string kTinyB = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
+inline std::vector<codec::Tensor> tiny_v0() {
+  return {{kTinyA, {2, 4}, std::vector<float>(8, 0.5f)}, {kTinyB, {4, 2}, std::vector<float>(8, 0.0f)}};
+}
+inline std::vector<codec::Tensor> tiny_delta(float c) {
+  return {{kTinyA, {2, 4}, std::vector<float>(8, c)}, {kTinyB, {4, 2}, std::vector<float>(8, c)}};
+}
+
 // run.json + version 0.
 inline void make_run(store::ObjectStore& s, RunConfig cfg, const std::vector<codec::Tensor>& v0) {
   protocol::Manifest m;

@@ -185,6 +185,38 @@ TEST(S3Store, RetriesRecoverFromResetsHangsAndTruncation) {
   for (auto& o : *l) EXPECT_TRUE(store->remove(o.key));
 }
 
+// The first answer is cut off after the server applied the create-only PUT; the retry meets
+// the object (412). Ours (same bytes): OK, or a worker would upload its progress twice.
+// Someone else's (other bytes): the precondition failure stands.
+TEST(S3Store, CreateOnlyPutWhoseAnswerWasLostIsOursOnlyWithOurBytes) {
+  REQUIRE_S3_ENV();
+  brl::testing::TcpFaultProxy::Faults cut_first;
+  cut_first.truncate = 1;
+  cut_first.max_faults = 1;
+  brl::testing::TcpFaultProxy proxy(endpoint_port(), cut_first);
+  S3Options opt;
+  opt.base_backoff_ms = 20;
+  auto store = open_test_store("ambiguous", opt, env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy.port())}}));
+  PutOptions once;
+  once.create_only = true;
+  Status st = store->put("mine", "update 1 of w0", once);
+  EXPECT_TRUE(st) << st.to_string();
+  EXPECT_EQ(proxy.counts().truncate, 1);
+  EXPECT_EQ(proxy.requests(), 3) << "PUT (cut off), PUT (412), HEAD (our MD5), nothing more";
+
+  auto direct = open_test_store("ambiguous");
+  ASSERT_TRUE(direct->put("theirs", "update 1 of w1"));
+  cut_first.max_faults = 2;  // one more cut (the count of faults injected goes on)
+  proxy.set_faults(cut_first);
+  st = store->put("theirs", "update 1 of w0", once);
+  EXPECT_EQ(st.code(), StatusCode::kPreconditionFailed) << st.to_string();
+  EXPECT_EQ(proxy.counts().truncate, 2);
+  EXPECT_EQ(*direct->get("theirs"), "update 1 of w1");
+  EXPECT_EQ(*direct->get("mine"), "update 1 of w0");
+  EXPECT_TRUE(direct->remove("mine"));
+  EXPECT_TRUE(direct->remove("theirs"));
+}
+
 TEST(S3Store, ServerStoppedMidTestRetriesThenClearError) {
   REQUIRE_S3_ENV();
   auto proxy = std::make_unique<brl::testing::TcpFaultProxy>(endpoint_port(), brl::testing::TcpFaultProxy::Faults{});

@@ -1,8 +1,11 @@
-// A TCP proxy on 127.0.0.1 that forwards to a real server and, for a chosen fraction of
-// requests, resets the connection, hangs (stops forwarding), or truncates the answer; stop()
-// takes the "server" away mid-test (listener and live connections closed, later connects
-// refused). Faults are rolled at the start of each request on a connection (first client
-// bytes after a response), so keep-alive connections do not dodge them. Seeded.
+// A TCP proxy on 127.0.0.1 that forwards to a real HTTP server and, for a chosen fraction of
+// requests, injects a fault: resets the connection, hangs (stops forwarding), truncates the
+// answer (inside the body when it has one, else inside the header), answers an S3 error
+// itself (500 InternalError or 503 SlowDown, the request never reaches the server), or
+// forwards the request only after a delay (a slow server). stop() takes the "server" away
+// mid-test (listener and live connections closed, later connects refused). Faults are rolled
+// at the start of each request on a connection (first client bytes after a response), so
+// keep-alive connections do not dodge them. Seeded; counts what it did, by kind.
 #pragma once
 
 #include <arpa/inet.h>
@@ -11,7 +14,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -25,7 +30,13 @@ namespace brl::testing {
 class TcpFaultProxy {
  public:
   struct Faults {
-    double reset = 0, hang = 0, truncate = 0;  // probabilities per request
+    double reset = 0, hang = 0, truncate = 0, error = 0, slow = 0;  // probabilities per request
+    int slow_min_ms = 200, slow_max_ms = 1500;                       // a slow request's delay
+    int max_faults = -1;  // pass everything once this many were injected (-1: no limit)
+  };
+  struct Counts {
+    int requests = 0, reset = 0, hang = 0, truncate = 0, error = 0, slow = 0;
+    int injected() const { return reset + hang + truncate + error + slow; }
   };
 
   TcpFaultProxy(int upstream_port, Faults f, uint64_t seed = 1) : upstream_port_(upstream_port), faults_(f), rng_(seed) {
@@ -50,8 +61,12 @@ class TcpFaultProxy {
     std::lock_guard lk(mu_);
     faults_ = f;
   }
-  int injected() const { return injected_.load(); }
-  int requests() const { return requests_.load(); }
+  Counts counts() const {
+    std::lock_guard lk(mu_);
+    return counts_;
+  }
+  int injected() const { return counts().injected(); }
+  int requests() const { return counts().requests; }
 
   void stop() {
     if (stopped_.exchange(true)) return;
@@ -69,16 +84,59 @@ class TcpFaultProxy {
   }
 
  private:
-  enum class Action { kPass, kReset, kHang, kTruncate };
+  enum class Action { kPass, kReset, kHang, kTruncate, kError, kSlow };
 
-  Action roll(size_t* truncate_after) {
+  Action roll(std::mt19937_64::result_type* draw, int* slow_ms) {
     std::lock_guard lk(mu_);
-    *truncate_after = 1 + std::uniform_int_distribution<size_t>(0, 300)(rng_);
+    ++counts_.requests;
+    *draw = rng_();
+    *slow_ms = faults_.slow_min_ms + static_cast<int>(*draw % (std::max(0, faults_.slow_max_ms - faults_.slow_min_ms) + 1));
     double u = std::uniform_real_distribution<double>(0, 1)(rng_);
-    if ((u -= faults_.reset) < 0) return Action::kReset;
-    if ((u -= faults_.hang) < 0) return Action::kHang;
-    if ((u -= faults_.truncate) < 0) return Action::kTruncate;
-    return Action::kPass;
+    Action a = Action::kPass;
+    if ((u -= faults_.reset) < 0) a = Action::kReset;
+    else if ((u -= faults_.hang) < 0) a = Action::kHang;
+    else if ((u -= faults_.truncate) < 0) a = Action::kTruncate;
+    else if ((u -= faults_.error) < 0) a = Action::kError;
+    else if ((u -= faults_.slow) < 0) a = Action::kSlow;
+    if (a == Action::kPass || (faults_.max_faults >= 0 && rolled_ >= faults_.max_faults)) return Action::kPass;
+    ++rolled_;
+    return a;
+  }
+  void count(int Counts::*kind) {
+    std::lock_guard lk(mu_);
+    ++(counts_.*kind);
+  }
+
+  // Where to cut an answer whose header is complete in `head` (`header_end` bytes, up to the
+  // blank line): inside the body when Content-Length says there is one (never for HEAD),
+  // else inside the header. `draw` is the request's random number.
+  static size_t cut_point(const std::string& head, size_t header_end, uint64_t draw, bool head_request) {
+    std::string lower(head.substr(0, header_end));
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    size_t p = lower.find("\r\ncontent-length:");
+    uint64_t body = p == std::string::npos ? 0 : std::strtoull(lower.c_str() + p + 17, nullptr, 10);
+    if (body > 0 && !head_request) return header_end + draw % body;  // 0 .. body-1 bytes of the body
+    return 1 + draw % (header_end - 1);
+  }
+
+  // Answers the request with an S3 error itself, then closes once the client is done sending.
+  static void answer_error(int client, bool throttle) {
+    const std::string code = throttle ? "SlowDown" : "InternalError";
+    const std::string body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>" + code +
+                             "</Code><Message>injected by TcpFaultProxy</Message></Error>";
+    const std::string resp = std::string(throttle ? "HTTP/1.1 503 Slow Down" : "HTTP/1.1 500 Internal Server Error") +
+                             "\r\nContent-Type: application/xml\r\nContent-Length: " + std::to_string(body.size()) +
+                             "\r\nConnection: close\r\n\r\n" + body;
+    write_all(client, resp.data(), resp.size());
+    ::shutdown(client, SHUT_WR);
+    // Drain what the client still sends (an upload's body) so that closing does not turn
+    // the answer into a reset before the client has read it.
+    char buf[1 << 14];
+    for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2);) {
+      pollfd p{client, POLLIN, 0};
+      if (::poll(&p, 1, 200) > 0 && ::read(client, buf, sizeof buf) <= 0) break;
+    }
+    ::close(client);
   }
 
   static void hard_close(int fd) {  // RST instead of FIN
@@ -112,7 +170,12 @@ class TcpFaultProxy {
     }
     bool new_request = true;
     Action action = Action::kPass;
-    size_t truncate_left = 0;
+    std::mt19937_64::result_type draw = 0;
+    int slow_ms = 0;
+    bool head_request = false;
+    std::string held;                  // a truncated answer's bytes held back until its header is complete
+    size_t cut = std::string::npos;    // ... then the answer's length after the cut
+    size_t answered = 0;               // bytes of the current answer forwarded
     std::vector<char> buf(1 << 16);
     for (;;) {
       pollfd p[3] = {{client, POLLIN, 0}, {up, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
@@ -123,10 +186,25 @@ class TcpFaultProxy {
         if (n <= 0) break;
         if (new_request) {
           new_request = false;
-          ++requests_;
-          action = roll(&truncate_left);
-          if (action != Action::kPass) ++injected_;
-          if (action == Action::kReset) break;
+          action = roll(&draw, &slow_ms);
+          head_request = n >= 5 && std::memcmp(buf.data(), "HEAD ", 5) == 0;
+          held.clear();
+          cut = std::string::npos;
+          answered = 0;
+          if (action == Action::kReset) {
+            count(&Counts::reset);
+            break;
+          }
+          if (action == Action::kHang) count(&Counts::hang);
+          if (action == Action::kError) {
+            count(&Counts::error);
+            ::close(up);
+            return answer_error(client, draw % 2 == 0);
+          }
+          if (action == Action::kSlow) {
+            count(&Counts::slow);
+            std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+          }
         }
         if (action == Action::kHang) continue;  // swallow the request, answer nothing
         if (!write_all(up, buf.data(), static_cast<size_t>(n))) break;
@@ -135,9 +213,24 @@ class TcpFaultProxy {
         ssize_t n = ::read(up, buf.data(), buf.size());
         if (n <= 0) break;
         if (action == Action::kTruncate) {
-          size_t k = std::min(truncate_left, static_cast<size_t>(n));
-          write_all(client, buf.data(), k);
-          break;  // cut the answer short
+          if (cut == std::string::npos) {
+            held.append(buf.data(), static_cast<size_t>(n));
+            size_t end = held.find("\r\n\r\n");
+            if (end == std::string::npos && held.size() < 65536) continue;  // the header is not complete yet
+            cut = end == std::string::npos ? held.size() / 2 : cut_point(held, end + 4, draw, head_request);
+            size_t k = std::min(cut, held.size());
+            if (!write_all(client, held.data(), k)) break;
+            answered = k;
+          } else {
+            size_t k = std::min(cut - answered, static_cast<size_t>(n));
+            if (!write_all(client, buf.data(), k)) break;
+            answered += k;
+          }
+          if (answered >= cut) {
+            count(&Counts::truncate);
+            break;  // cut the answer short
+          }
+          continue;  // a body still under way: no new request yet
         }
         if (!write_all(client, buf.data(), static_cast<size_t>(n))) break;
         new_request = true;
@@ -163,8 +256,9 @@ class TcpFaultProxy {
   int listen_fd_ = -1, port_ = 0;
   int stop_pipe_[2] = {-1, -1};
   std::atomic<bool> stopped_{false};
-  std::atomic<int> injected_{0}, requests_{0};
-  std::mutex mu_;
+  Counts counts_;
+  int rolled_ = 0;  // faults drawn (for max_faults)
+  mutable std::mutex mu_;
   std::thread acceptor_;
   std::vector<std::thread> conns_;
 };
