@@ -5,8 +5,10 @@
 // bench/train_step_compare.sh runs both side by side. Reports medians.
 //   train_step_bench [--shape demo|small|qwen2.5-0.5b] [--batch N] [--prompt Lp]
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
+//                    [--profile TRACE.json]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   int64_t batch = -1, prompt = -1, completion = -1, r = 16, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   bool json = false;
+  std::string profile;  // a chrome trace of one more step (--profile FILE)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json") {
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
     else if (a == "--r") r = std::stoll(v);
     else if (a == "--repeats") repeats = std::max<int64_t>(1, std::stoll(v));
     else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--profile") profile = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -127,6 +131,10 @@ int main(int argc, char** argv) {
   double loss = 0;
   po.optimize(pb, 1e-6);  // warm-up (allocator, OpenBLAS buffers)
   for (int64_t i = 0; i < repeats; ++i) t.push_back(bench::seconds_of([&] { loss = po.optimize(pb, 1e-6).loss; }));
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    po.optimize(pb, 1e-6);
+  }
   const double sec = bench::median(t), tokens = static_cast<double>(batch * (prompt + completion));
   const double flops = step_flops(cfg, r, batch, prompt, completion);
   if (json) {

@@ -159,21 +159,24 @@ INSTANTIATE_TEST_SUITE_P(Model, Families, ::testing::Values("llama", "qwen2", "q
 
 TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradients) {
   at::manual_seed(3);
-  auto h = at::randn({2, 5, 16}, at::kDouble).requires_grad_(true);
+  // 600 rows: chunks of 3 when backward recomputes, of 512 + 88 when it reuses the softmax.
+  auto h = at::randn({2, 300, 16}, at::kDouble).requires_grad_(true);
   auto w = at::randn({40, 16}, at::kDouble).requires_grad_(true);
-  auto t = at::randint(0, 40, {2, 5}, at::kLong);
-  auto gw = at::randn({2, 5}, at::kDouble);  // arbitrary upstream gradient
+  auto t = at::randint(0, 40, {2, 300}, at::kLong);
+  auto gw = at::randn({2, 300}, at::kDouble);  // arbitrary upstream gradient
   for (double temp : {1.0, 0.7}) {
     auto want = at::log_softmax(h.matmul(w.t()) / temp, -1).gather(-1, t.unsqueeze(-1)).squeeze(-1);
     auto [gh_want, gw_want] = [&] {
       auto g = torch::autograd::grad({want}, {h, w}, {gw});
       return std::make_pair(g[0], g[1]);
     }();
-    auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/3);  // 10 rows: 3+3+3+1
-    EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-6);
-    auto g = torch::autograd::grad({got}, {h, w}, {gw.to(got.scalar_type())});
-    EXPECT_LT((g[0] - gh_want).abs().max().item<double>(), 1e-6);
-    EXPECT_LT((g[1] - gw_want).abs().max().item<double>(), 1e-6);
+    for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {  // backward recomputes / reuses the softmax
+      auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/3, keep);
+      EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-6);
+      auto g = torch::autograd::grad({got}, {h, w}, {gw.to(got.scalar_type())});
+      EXPECT_LT((g[0] - gh_want).abs().max().item<double>(), 1e-6) << keep;
+      EXPECT_LT((g[1] - gw_want).abs().max().item<double>(), 1e-6) << keep;
+    }
   }
 }
 
