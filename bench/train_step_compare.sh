@@ -3,7 +3,7 @@
 # PyTorch (bench/train_step_torch.py on Debian's python3-torch, the same libtorch 1.13), with
 # glibc's allocator and with tcmalloc preloaded. Runs the sides in turn, ROUNDS times, and
 # prints medians and ratios as a Markdown table (raw JSON lines in $OUT, default /tmp).
-#   bench/train_step_compare.sh [ROUNDS] [SHAPE...]      (default: 3 demo small qwen2.5-0.5b)
+#   [REPS=3] bench/train_step_compare.sh [ROUNDS] [SHAPE...]   (default: 3 demo small qwen2.5-0.5b)
 # Needs: apt-get install python3-torch; cmake --build build --target train_step_bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ $PY -c 'import torch' 2>/dev/null || { echo "no PyTorch for $PY: apt-get install
 OUT=${OUT:-/tmp}/train_step_compare.jsonl
 : > "$OUT"
 for shape in "${SHAPES[@]}"; do
-  reps=3; [[ $shape == demo ]] && reps=7
+  reps=${REPS:-3}; [[ $shape == demo ]] && reps=${REPS:-7}
   for ((i = 1; i <= ROUNDS; i++)); do
     echo "[$shape round $i/$ROUNDS]" >&2
     "$BENCH" --shape "$shape" --repeats $reps --json 2>/dev/null >> "$OUT"
