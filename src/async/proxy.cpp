@@ -252,7 +252,13 @@ bool Proxy::publish() {
     in.weights.push_back(u.meta.weight);
   }
   OuterState outer = outer_;  // becomes the state only if this version is published
-  AggregateResult agg = aggregate(cfg_.aggregation, in, &outer);
+  AggregateResult agg;
+  if (in.deltas.empty()) {  // a sync round whose deltas were all rejected: no outer step
+    agg.next = global_;
+    agg.stats = {{"mode", cfg_.aggregation.mode}, {"updates", 0}};
+  } else {
+    agg = aggregate(cfg_.aggregation, in, &outer);
+  }
   std::vector<codec::Tensor>& next = agg.next;
   protocol::Manifest m;
   m.version = version_ + 1;
@@ -324,7 +330,11 @@ bool Proxy::poll_once() {
   }
   ++counters_.polls;
   bool published = false;
-  if (static_cast<int>(accepted_.size()) >= cfg_.proxy.min_updates && barrier_ready()) published = publish();
+  // In sync mode a round in which every worker's delta was rejected still ends in a version
+  // (the same adapter, the rejections recorded): the workers wait for one.
+  const bool rejected_round = cfg_.sync.mode == "sync" && accepted_.empty() && !rejected_.empty();
+  if ((static_cast<int>(accepted_.size()) >= cfg_.proxy.min_updates || rejected_round) && barrier_ready())
+    published = publish();
   if (published && version_ % 5 == 0) collect_garbage();
   return published;
 }

@@ -1,7 +1,7 @@
 // The synchronous baseline (sync.mode = sync): a barrier per round. With one worker made
 // slower, every version must still fold exactly one delta from each worker, all made on the
 // parent version (the barrier held), while the asynchronous run with the same slow worker
-// publishes versions without waiting for it.
+// publishes versions without waiting for it. And a round whose deltas are all rejected ends.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -35,9 +35,10 @@ std::vector<Round> rounds(const std::string& bucket, int64_t newest) {
   return out;
 }
 
-async::LocalRunSummary run(const std::string& mode, test::TempDir& tmp) {
+async::LocalRunSummary run(const std::string& mode, test::TempDir& tmp, double max_update_norm = 0) {
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str(mode));
   cfg.sync.mode = mode;
+  cfg.aggregation.max_update_norm = max_update_norm;
   cfg.sync.sync_steps = 2;
   async::LocalRunOptions o;
   o.workers = 2;
@@ -85,4 +86,27 @@ TEST(SyncMode, AsyncDoesNotWaitForTheSlowWorker) {
   // w1 sleeps 3 step times per step: w0 sends ~4x as many deltas, many folded without w1's.
   EXPECT_GT(fast_only, 0);
   EXPECT_GE(w0, 2 * w1) << "w0 " << w0 << ", w1 " << w1;
+}
+
+// A round in which every delta is rejected (here: a norm bound no real delta meets) must not
+// stall the barrier: the proxy publishes the same adapter with the rejections recorded, and
+// the workers go on from it.
+TEST(SyncMode, ARoundWithEveryDeltaRejectedStillEnds) {
+  test::TempDir tmp;
+  auto s = run("sync", tmp, 1e-12);
+  ASSERT_TRUE(s.verify.ok()) << s.verify.summary();
+  ASSERT_GE(s.versions, 3) << s.verify.summary();
+  auto store = protocol::open_bucket(s.bucket);
+  int64_t rejected = 0;
+  for (int64_t v = 1; v <= s.versions; ++v) {
+    auto m = protocol::read_manifest(*store, v).value();
+    for (auto& u : m.updates) EXPECT_EQ(u.norm, 0) << "v" << v;  // only zero deltas pass (equal rewards in every group)
+    for (auto& r : m.rejected) EXPECT_EQ(r.reason.rfind("norm", 0), 0u) << r.reason;
+    rejected += static_cast<int64_t>(m.rejected.size());
+  }
+  EXPECT_GE(rejected, s.versions);
+  // Nothing but zero deltas was folded: the newest version is version 0's adapter.
+  auto v0 = protocol::read_payload(*store, protocol::read_manifest(*store, 0).value()).value();
+  auto vn = protocol::read_payload(*store, protocol::read_manifest(*store, s.versions).value()).value();
+  EXPECT_EQ(v0, vn);
 }
