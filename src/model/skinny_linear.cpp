@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 
@@ -187,9 +188,24 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
   const Args a{xc.data_ptr<float>(), w.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
                y.data_ptr<float>(), M, K, N};
   const ColumnsFn fn = pick(isa);
-  // At least ~64 KiB of W per task: smaller pieces cost more in scheduling than they save.
-  const int64_t grain = std::max<int64_t>(kNR, (16384 / K + kNR - 1) / kNR * kNR);
-  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { fn(a, n0, n1); });
+  // Pieces of W taken by the threads in turn from a shared counter, not one fixed share each:
+  // on this shared 2-core machine a thread often loses its core for a while (to another
+  // process, or to an OpenBLAS worker still spinning after a large product), and the others
+  // then do its part. Pieces: ~16 per thread, at least ~64 KiB of W each.
+  const int threads = at::get_num_threads();
+  const int64_t min_rows = (16384 / K + kNR) / kNR * kNR;
+  const int64_t rows = std::max(min_rows, (N / (16 * threads) + kNR - 1) / kNR * kNR);
+  const int64_t pieces = (N + rows - 1) / rows;
+  if (pieces == 1 || threads == 1) {
+    fn(a, 0, N);
+  } else {
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, std::min<int64_t>(threads, pieces), 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t p; (p = next.fetch_add(1)) < pieces;)
+          fn(a, p * rows, std::min(N, (p + 1) * rows));
+    });
+  }
   auto sizes = x.sizes().vec();
   sizes.back() = N;
   return y.view(sizes);
