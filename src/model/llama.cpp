@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/logprobs.h"
+#include "model/skinny_linear.h"
 #include "util/error.h"
 
 namespace brl::model {
@@ -116,7 +117,7 @@ torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor
 }
 
 torch::Tensor Model::lm_logits(const torch::Tensor& hidden) const {
-  return at::linear(hidden, output_weight());  // [..., V]
+  return fast_linear(hidden, output_weight());  // [..., V]; decode rows: skinny_linear
 }
 
 torch::Tensor Model::logits(const torch::Tensor& input_ids) const {

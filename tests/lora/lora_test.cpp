@@ -34,7 +34,9 @@ TEST(Lora, PeftInitIsIdentityAndKeysMatchPeft) {
   c.r = 4;
   c.target_modules = {"all-linear"};
   lora::attach(m, c);
-  EXPECT_LT(max_diff(m.logits(ids()), base), 1e-6);  // B = 0
+  // B = 0: the same logits up to float summation order (the base products may now take
+  // another kernel: with trainable adapters they record autograd, see skinny_linear.h).
+  EXPECT_LT(max_diff(m.logits(ids()), base) / base.abs().max().item<double>(), 1e-6);
   auto ts = lora::adapter_tensors(m);
   ASSERT_EQ(ts.size(), 2u * 7 * 2);  // 2 layers x 7 modules x {A, B}
   EXPECT_EQ(ts[0].first, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
