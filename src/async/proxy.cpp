@@ -80,7 +80,7 @@ void Proxy::load() {
       for (size_t i = 0; same && i < global_.size(); ++i) {
         same = outer_.master[i].name == global_[i].name && outer_.master[i].data.size() == global_[i].data.size();
         for (size_t j = 0; same && j < global_[i].data.size(); ++j)
-          same = codec::from_bf16(codec::to_bf16(outer_.master[i].data[j])) == global_[i].data[j];
+          same = codec::round_bf16(outer_.master[i].data[j]) == global_[i].data[j];
       }
       if (!same)
         throw UserError(store_->describe() + "/" + key + ": its master copy does not round to version " +

@@ -367,11 +367,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
         if (kind == Kind::fp32) {
           copy_bytes(o.data.data(), src, p.codes->nbytes);
         } else {
-          for (uint64_t i = 0; i < p.numel; ++i) {
-            uint16_t h;
-            std::memcpy(&h, src + 2 * i, 2);
-            o.data[i] = from_bf16(h);
-          }
+          from_bf16(src, p.numel, o.data.data());
         }
         const uint64_t i = first_bad(o.data.data(), p.numel, non_finite);  // bf16 -> f32 keeps inf/nan
         if (i < p.numel) corrupt("tensor \"" + name + "\" element " + std::to_string(i) + " is not finite");
@@ -413,17 +409,37 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
 
 }  // namespace
 
+namespace {
 // Round to nearest even; a finite value that rounds past the largest bf16 is clamped to it
 // (still within 2^-8 relative), so bf16 payloads never hold infinities.
-uint16_t to_bf16(float x) {
+uint16_t bf16_bits(float x) {
   uint32_t u = std::bit_cast<uint32_t>(x);
   u += 0x7fffu + ((u >> 16) & 1u);
   uint16_t h = static_cast<uint16_t>(u >> 16);
   if ((h & 0x7f80u) == 0x7f80u) h = static_cast<uint16_t>((h & 0x8000u) | 0x7f7fu);
   return h;
 }
+float bf16_value(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+}  // namespace
 
-float from_bf16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+void to_bf16(const float* x, uint64_t n, void* out) {
+  auto* o = static_cast<uint8_t*>(out);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint16_t h = bf16_bits(x[i]);
+    std::memcpy(o + 2 * i, &h, 2);
+  }
+}
+
+void from_bf16(const void* in, uint64_t n, float* out) {
+  const auto* p = static_cast<const uint8_t*>(in);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    out[i] = bf16_value(h);
+  }
+}
+
+float round_bf16(float x) { return bf16_value(bf16_bits(x)); }
 
 Kind parse_kind(const std::string& s) {
   if (s == "fp32") return Kind::fp32;
@@ -548,10 +564,7 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
       case Kind::bf16: {
         check_finite();
         e.codes.resize(2 * n);
-        for (uint64_t i = 0; i < n; ++i) {
-          const uint16_t h = to_bf16(x.data[i]);
-          std::memcpy(e.codes.data() + 2 * i, &h, 2);
-        }
+        to_bf16(x.data.data(), n, e.codes.data());
         break;
       }
       case Kind::int8:

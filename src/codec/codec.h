@@ -38,10 +38,12 @@ struct Tensor {
 
 enum class Kind { fp32, bf16, int8, int4 };
 
-// bfloat16 bits of x, rounded to nearest even (a finite x beyond the largest bf16 clamps to
-// it, so a finite input never becomes infinite), and back (exact).
-uint16_t to_bf16(float x);
-float from_bf16(uint16_t h);
+// n floats to bfloat16 (2 bytes each, little-endian, any alignment), rounded to nearest even
+// (a finite value beyond the largest bf16 clamps to it, so a finite input never becomes
+// infinite), and back (exact). round_bf16(x) = x there and back.
+void to_bf16(const float* x, uint64_t n, void* out);
+void from_bf16(const void* in, uint64_t n, float* out);
+float round_bf16(float x);
 
 // "fp32" | "bf16" | "int8" | "int4"; throws UserError naming the bad value and the valid ones.
 Kind parse_kind(const std::string& s);

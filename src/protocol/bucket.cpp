@@ -79,7 +79,7 @@ std::string encode_adapter(const std::vector<codec::Tensor>& tensors, st::DType 
       continue;
     }
     bf16[i].resize(t.data.size());
-    for (size_t j = 0; j < t.data.size(); ++j) bf16[i][j] = codec::to_bf16(t.data[j]);
+    codec::to_bf16(t.data.data(), t.data.size(), bf16[i].data());
     td.push_back({t.name, dtype, t.shape, bf16[i].data(), bf16[i].size() * sizeof(uint16_t)});
   }
   return st::serialize_safetensors(td, {{"format", "pt"}});
@@ -94,12 +94,7 @@ Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFil
       return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not " + (allow_bf16 ? "F32 or BF16" : "F32"));
     codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
     if (bf16) {
-      const auto* p = static_cast<const uint8_t*>(v.data);
-      for (size_t j = 0; j < t.data.size(); ++j) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * j, 2);
-        t.data[j] = codec::from_bf16(h);
-      }
+      codec::from_bf16(v.data, t.data.size(), t.data.data());
     } else {
       std::memcpy(t.data.data(), v.data, v.nbytes);
     }
