@@ -13,11 +13,10 @@ SUDO=""
 
 pkgs=(
   build-essential cmake pkg-config ccache git
-  libtorch-dev
-  # Without OpenBLAS libtorch here runs matrix products on the reference BLAS, 40x slower.
-  libopenblas0-pthread
+  # The virtual environment that holds libtorch (PyPI's torch wheel, below).
+  python3 python3-venv
   libtcmalloc-minimal4
-  nlohmann-json3-dev libcli11-dev libspdlog-dev libpcre2-dev libzstd-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libpcre2-dev libzstd-dev
   libcurl4-openssl-dev libssl-dev libtomlplusplus-dev libicu-dev
 )
 test_pkgs=(
@@ -26,9 +25,6 @@ test_pkgs=(
   radosgw ceph-mon ceph-osd
   # `ip netns` and veth links: the several-hosts test (tests/async/netns_s3_test.cpp).
   iproute2
-  # Oracles: python for GGUF conversion (node, for HF's tokenizer binding and llama.cpp,
-  # comes with these machines; Debian's nodejs is only installed where none exists).
-  python3 python3-numpy
   # The dashboard's browser test (tests/async/dashboard_slow_test.cpp): headless Chromium.
   chromium
   # The sanitizer and fuzz builds (scripts/sanitize.sh, scripts/fuzz.sh): clang with its
@@ -37,7 +33,6 @@ test_pkgs=(
 )
 want=("${pkgs[@]}")
 [[ $WITH_TESTS == 1 ]] && want+=("${test_pkgs[@]}")
-[[ $WITH_TESTS == 1 ]] && ! command -v node >/dev/null && want+=(nodejs npm)
 
 missing=()
 for p in "${want[@]}"; do
@@ -49,14 +44,17 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# Debian's alternatives must point libblas.so.3 at OpenBLAS, not the reference BLAS.
-if command -v update-alternatives >/dev/null; then
-  cur=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
-  if [[ -n "$cur" && "$cur" != *openblas* ]]; then
-    ob=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu | awk '/^Alternative:/{print $2}' | grep openblas | head -1)
-    [[ -n "$ob" ]] && $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$ob"
-  fi
+# libtorch: PyPI's torch wheel (the CUDA build; it runs on CPU too) in .venv, one pinned
+# version (requirements/torch.txt). With --test also the oracles the tests compare against:
+# transformers, PEFT, TRL, tokenizers (requirements/oracles.txt).
+VENV=${BRL_VENV:-.venv}
+if [[ ! -x $VENV/bin/python ]]; then
+  python3 -m venv "$VENV"
 fi
+reqs=(-r requirements/torch.txt)
+[[ $WITH_TESTS == 1 ]] && reqs+=(-r requirements/oracles.txt)
+# pip answers in seconds when everything is already there.
+"$VENV/bin/pip" install -q "${reqs[@]}"
 
 if [[ $WITH_TESTS == 1 && -x scripts/oracles.sh ]]; then
   scripts/oracles.sh
@@ -65,6 +63,6 @@ fi
 BUILD_DIR=${BUILD_DIR:-build}
 # ccache keys on paths relative to the checkout, so clones in other folders share the cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DBRL_PYTHON="$(realpath "$VENV")/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built $BUILD_DIR/bucketrl"

@@ -1,11 +1,12 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "model/device.h"
 
 namespace {
-brl::cli::Register reg("version", "print the version and protocol version", [](CLI::App&) {
+brl::cli::Register reg("version", "print the version, the protocol version and the compute devices", [](CLI::App&) {
   return [] {
-    std::printf("bucketrl 0.1.0 (bucket protocol 1)\n");
+    std::printf("bucketrl 0.1.0 (bucket protocol 1)\n%s\n", brl::model::describe_compute().c_str());
     return 0;
   };
 });

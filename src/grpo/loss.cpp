@@ -1,5 +1,7 @@
 #include "grpo/loss.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include "util/error.h"
 
 namespace brl::grpo {

@@ -2,6 +2,7 @@
 #include "model/logprobs.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 namespace brl::model {

@@ -6,6 +6,7 @@
 #include "model/skinny_linear.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>

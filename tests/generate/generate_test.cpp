@@ -5,6 +5,7 @@
 #include "generate/generate.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 

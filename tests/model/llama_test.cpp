@@ -4,6 +4,7 @@
 #include "model/llama.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 

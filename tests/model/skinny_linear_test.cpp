@@ -4,6 +4,7 @@
 #include "model/skinny_linear.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include "test_util.h"

