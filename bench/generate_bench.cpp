@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "generate/generate.h"
+#include "model/threads.h"
 #include "model/loader.h"
 #include "bench_util.h"
 
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  at::set_num_threads(threads);
+  threads = brl::model::set_compute_threads(threads);
   auto cfg = model::named_shape(shape);
   auto dt = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   std::fprintf(stderr, "building random %s (%.0fM params, %s)...\n", shape.c_str(),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "model/threads.h"
 #include "model/skinny_linear.h"
 
 using namespace brl;
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  at::set_num_threads(threads);
+  threads = brl::model::set_compute_threads(threads);
   c10::InferenceMode guard;
   at::manual_seed(0);
   auto ms = [&](auto&& f) {

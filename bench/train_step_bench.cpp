@@ -22,6 +22,7 @@
 #include "grpo/pretrain.h"
 #include "grpo/trainer.h"
 #include "lora/lora.h"
+#include "model/threads.h"
 #include "model/loader.h"
 #include "bench_util.h"
 
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  at::set_num_threads(threads);
+  threads = brl::model::set_compute_threads(threads);
   // The demo's GRPO batch (8 prompts x G 8, ~12 prompt and 4 completion tokens); the others as
   // the PyTorch anchor in shared/notes/performance.md (8 x 192 tokens).
   const bool demo = shape == "demo";

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GRPO+LoRA training step, bucketrl (build/train_step_bench) beside the same step in
-# PyTorch (bench/train_step_torch.py on Debian's python3-torch, the same libtorch 1.13), with
+# PyTorch (bench/train_step_torch.py on the .venv's torch, the same libtorch we link), with
 # glibc's allocator and with tcmalloc preloaded. Runs the sides in turn, ROUNDS times, and
 # prints medians and ratios as a Markdown table (raw JSON lines in $OUT, default /tmp).
 #   [REPS=3] bench/train_step_compare.sh [ROUNDS] [SHAPE...]   (default: 3 demo small qwen2.5-0.5b)
-# Needs: apt-get install python3-torch; cmake --build build --target train_step_bench.
+# Needs: scripts/setup.sh; cmake --build build --target train_step_bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -12,10 +12,10 @@ shift || true
 SHAPES=("$@")
 [[ ${#SHAPES[@]} -gt 0 ]] || SHAPES=(demo small qwen2.5-0.5b)
 BENCH=${BUILD_DIR:-build}/train_step_bench
-PY=/usr/bin/python3
+PY=${BRL_PYTHON:-.venv/bin/python}
 TCMALLOC=$(ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null | head -1 || true)
 [[ -x $BENCH ]] || { echo "no $BENCH: cmake --build build --target train_step_bench" >&2; exit 1; }
-$PY -c 'import torch' 2>/dev/null || { echo "no PyTorch for $PY: apt-get install python3-torch" >&2; exit 1; }
+$PY -c 'import torch' 2>/dev/null || { echo "no PyTorch for $PY: scripts/setup.sh" >&2; exit 1; }
 OUT=${OUT:-/tmp}/train_step_compare.jsonl
 : > "$OUT"
 for shape in "${SHAPES[@]}"; do

@@ -1,17 +1,17 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The GRPO+LoRA training step of bench/train_step_bench.cpp written the usual PyTorch way:
 a Qwen2/Llama decoder in torch.nn (random weights, frozen), LoRA on every linear module, the
 LM head on completion positions only (as TRL's logits_to_keep), log-softmax over the whole
 vocabulary, the clipped GRPO objective with old log-probs from a no-grad pass, backward,
 gradient clipping, AdamW on the adapter. Same shapes, batch and FLOPs as the C++ side.
 
-Debian's python3-torch (1.13, the same libtorch as bucketrl links): run with /usr/bin/python3.
+The .venv's torch (PyPI's 2.11 wheel, the libtorch bucketrl links): run with .venv/bin/python.
+Attention is torch 2.x's fused scaled_dot_product_attention (the usual way now).
   train_step_torch.py [--shape demo|small|qwen2.5-0.5b] [--batch N] [--prompt Lp]
                       [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -79,8 +79,7 @@ class Layer(torch.nn.Module):
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         rep = self.nh // self.nkv
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        att = (q @ k.transpose(-1, -2)) / math.sqrt(self.d) + mask  # torch 1.13: no fused SDPA
-        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(N, S, -1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(N, S, -1)
         x = x + self.o(y)
         y = self.n2(x)
         return x + self.down(F.silu(self.gate(y)) * self.up(y))
@@ -141,7 +140,7 @@ def main():
     batch = a.batch if a.batch > 0 else (64 if demo else 8)
     prompt = a.prompt if a.prompt > 0 else (12 if demo else 64)
     completion = a.completion if a.completion > 0 else (4 if demo else 128)
-    torch.set_num_threads(a.threads)  # Debian's build starts with one thread, like libtorch
+    torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     print(f"building random {a.shape}, LoRA r={a.r} on all linear modules...", file=sys.stderr)
     m = Model(a.shape, a.r)

@@ -12,11 +12,12 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "util/log.h"
+#include "model/threads.h"
 
 namespace brl::async {
 
 void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
-  if (opt.threads > 0) at::set_num_threads(opt.threads);
+  if (opt.threads > 0) model::set_compute_threads(opt.threads);
   auto store = protocol::open_bucket(opt.bucket);
   auto run = protocol::read_run(*store).value();
   RunConfig cfg = join_run(*store, run, opt.cache_dir);

@@ -22,6 +22,7 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "model/threads.h"
 
 namespace brl::async {
 
@@ -144,7 +145,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   RunConfig cfg = join_run(*store, run, opt.cache_dir);
   const auto key = signing_key(id, opt.signing_key, cfg);
   int threads = opt.threads > 0 ? opt.threads : cfg.train.threads;
-  if (threads > 0) at::set_num_threads(threads);
+  if (threads > 0) model::set_compute_threads(threads);
 
   protocol::Heartbeat hb0;
   hb0.worker = id;

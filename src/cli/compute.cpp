@@ -1,49 +1,18 @@
-// Compute set-up shared by the tensor commands: thread count and a BLAS sanity check.
-#include <ATen/Parallel.h>
-#include <dlfcn.h>
+// Compute set-up shared by the tensor commands: the thread count, and stopping on signals.
 #include <signal.h>
 #include <unistd.h>
-#include <link.h>
 
-#include <cstring>
-#include <string>
-#include <thread>
+#include <atomic>
 
 #include "cli/command.h"
+#include "model/threads.h"
 #include "util/log.h"
 
 namespace brl::cli {
 
-namespace {
-// Which libblas.so.3 did the dynamic loader pick? Debian's alternatives point it at
-// OpenBLAS when installed, else at the reference BLAS (40x slower matrix products).
-std::string blas_path() {
-  std::string found;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* out) {
-        if (info->dlpi_name && std::strstr(info->dlpi_name, "libblas.so"))
-          *static_cast<std::string*>(out) = info->dlpi_name;
-        return 0;
-      },
-      &found);
-  return found;
-}
-}  // namespace
-
 void init_compute(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads <= 0) threads = 1;
-  at::set_num_threads(threads);
-  static bool checked = false;
-  if (checked) return;
-  checked = true;
-  // A symbol only OpenBLAS exports.
-  bool openblas = dlsym(RTLD_DEFAULT, "openblas_get_config") != nullptr;
-  if (!openblas) {
-    LOG_WARN("the BLAS in use is not OpenBLAS ({}): matrix products run ~40x slower. "
-             "Install it: apt-get install libopenblas0-pthread",
-             blas_path().empty() ? "libblas.so.3" : blas_path());
-  }
+  int n = model::set_compute_threads(threads);
+  LOG_DEBUG("compute: {} threads, OpenMP wait policy {}", n, model::omp_wait_policy());
 }
 
 namespace {

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "model/threads.h"
+
 namespace brl::model {
 
 std::vector<CudaDevice> cuda_devices() {
@@ -29,7 +31,7 @@ std::string describe_compute() {
                   std::to_string(TORCH_VERSION_PATCH);
   // CUDA_VERSION (cuda.h, via CUDAContext.h): the toolkit this file was compiled against.
   s += " (CUDA " + std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10) + " build)";
-  s += "; cpu: " + std::to_string(at::get_num_threads()) + " threads";
+  s += "; cpu: " + std::to_string(at::get_num_threads()) + " threads, OpenMP wait policy " + omp_wait_policy();
   auto gpus = cuda_devices();
   if (gpus.empty()) s += "; cuda: no device";
   for (auto& g : gpus)

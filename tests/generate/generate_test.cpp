@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "model/threads.h"
 #include "model/loader.h"
 #include "util/error.h"
 
@@ -20,7 +21,7 @@ using namespace brl;
 using namespace brl::gen;
 
 namespace {
-const int kThreads = (at::set_num_threads(std::max(1u, std::thread::hardware_concurrency())), 0);
+const int kThreads = brl::model::set_compute_threads(0);
 
 model::ModelConfig cfg_of(const std::string& type) {
   auto c = model::named_shape("tiny");  // qwen2, vocab 256, 2 layers, GQA 4/2

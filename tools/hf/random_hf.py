@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Random Hugging Face checkpoints (config.json + model.safetensors) for the llama.cpp oracle
-and the benches, written with numpy alone; and random PEFT LoRA adapters for a base folder.
+"""Random Hugging Face checkpoints (config.json + model.safetensors) for the oracle tests
+(tools/hf/oracle.py) and the benches, written with numpy alone (independently of the project's
+C++ writer); and random PEFT-layout LoRA adapters for a base folder (tools/llamacpp).
 
   random_hf.py model SHAPE OUT_DIR [--seed S] [--std X] [--dtype F32|BF16|F16]
   random_hf.py lora BASE_DIR OUT_DIR [--seed S] [--r R] [--alpha A] [--targets q_proj,...]

@@ -1,4 +1,4 @@
-"""Hugging Face folder I/O for the llama.cpp oracle tools, numpy only (no torch here).
+"""Hugging Face folder I/O for random_hf.py and the llama.cpp tools, numpy only (no torch here).
 
 safetensors: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape,
 data_offsets}}, then the data buffer. Written here independently of the project's C++ reader
