@@ -14,7 +14,7 @@ SRC=$ROOT/.cache/llama.cpp
 BIN=$SRC/bin
 if [[ ! -f $VENV/.installed-$VERSION ]]; then
   [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q numpy
+  "$VENV/bin/pip" install -q numpy pyyaml  # the GGUF converter (gguf-py) needs both
   # From source (no prebuilt wheel for this Python); GGML_NATIVE: the CPU's own instructions.
   CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
     "$VENV/bin/pip" install -q --no-binary llama-cpp-python "llama-cpp-python==$VERSION"
