@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,8 +13,11 @@
 namespace brl::model {
 
 namespace {
-constexpr char kPolicy[] = "OMP_WAIT_POLICY=PASSIVE";
-constexpr char kMarker[] = "BRL_OMP_DEFAULTED=1";  // tells omp_wait_policy() the value is ours
+// The marker tells omp_wait_policy() the value is ours, not the user's.
+constexpr char kPassive[] = "OMP_WAIT_POLICY=PASSIVE";
+constexpr char kPassiveMarker[] = "BRL_OMP_DEFAULTED=passive";
+constexpr char kSpin[] = "GOMP_SPINCOUNT=10000";
+constexpr char kSpinMarker[] = "BRL_OMP_DEFAULTED=spin";
 
 bool has_var(char** envp, const char* name) {
   size_t n = std::strlen(name);
@@ -22,9 +26,24 @@ bool has_var(char** envp, const char* name) {
   return false;
 }
 
+// Is anything else runnable right now? /proc/loadavg's fourth field, "running/total", counts
+// the tasks on a CPU or waiting for one at this instant, this process included.
+bool others_running() {
+  int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;  // unknown: the safe policy
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return true;
+  buf[n] = 0;
+  const char* p = buf;
+  for (int field = 0; field < 3 && p; ++field) p = std::strchr(p + 1, ' ');
+  return !p || std::atoi(p + 1) > 1;
+}
+
 // Runs before libgomp's constructor reads the environment (see threads.h), and before libc's
 // own constructor has set up getenv/setenv: so it reads envp as given and, when neither
-// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, executes this program again with the policy
+// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, executes this program again with a policy
 // added. Only the mapping of the libraries is paid twice, not their constructors (libtorch's
 // operator registration). Where the exec fails (no /proc), the program runs on unchanged.
 void omp_policy_preinit(int, char** argv, char** envp) {
@@ -35,8 +54,9 @@ void omp_policy_preinit(int, char** argv, char** envp) {
     if (n + 3 >= std::size(env)) return;
     env[n++] = *e;
   }
-  env[n++] = const_cast<char*>(kPolicy);
-  env[n++] = const_cast<char*>(kMarker);
+  bool busy = others_running();
+  env[n++] = const_cast<char*>(busy ? kPassive : kSpin);
+  env[n++] = const_cast<char*>(busy ? kPassiveMarker : kSpinMarker);
   env[n] = nullptr;
   execve("/proc/self/exe", argv, env);
 }
@@ -54,9 +74,11 @@ int set_compute_threads(int n) {
 }
 
 const char* omp_wait_policy() {
-  const char* p = std::getenv("OMP_WAIT_POLICY");
-  if (p && std::getenv("BRL_OMP_DEFAULTED")) return "PASSIVE (default)";
-  return p ? p : std::getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT from the environment" : "libgomp's default (not set)";
+  const char* ours = std::getenv("BRL_OMP_DEFAULTED");
+  if (ours && std::strcmp(ours, "passive") == 0) return "PASSIVE (default: other tasks were running at start)";
+  if (ours && std::strcmp(ours, "spin") == 0) return "GOMP_SPINCOUNT=10000 (default: the machine was idle at start)";
+  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return p;
+  return std::getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT from the environment" : "libgomp's default (not set)";
 }
 
 }  // namespace brl::model
