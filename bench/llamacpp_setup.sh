@@ -3,7 +3,7 @@
 # transformers), built from source by PyPI's llama-cpp-python (its sdist vendors llama.cpp):
 #  - pip builds libllama/libggml for this CPU into .venv-llamacpp (git-ignored; ~10 min on 2 cores)
 #  - the same sdist's llama.cpp headers and gguf-py go to .cache/llama.cpp
-#  - tools/llamacpp/{logits,bench}.c are compiled against both into .cache/llama.cpp/bin
+#  - tools/llamacpp/bench.c is compiled against both into .cache/llama.cpp/bin
 # Idempotent: done steps are skipped. Prints the environment bench/llamacpp_bench.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ LIBS=$("$VENV/bin/python" -c 'import llama_cpp, os; print(os.path.join(os.path.d
 mkdir -p "$BIN"
 CFLAGS=(-O2 -std=c11 -Wall -Wextra -I"$SRC/include" -I"$SRC/ggml/include" -DORACLE_BACKEND_DIR="\"$LIBS\"")
 LDFLAGS=(-L"$LIBS" -lllama -lggml -lggml-base -Wl,-rpath,"$LIBS" -lm)
-for name in logits bench; do
+for name in bench; do
   src=$ROOT/tools/llamacpp/$name.c out=$BIN/llamacpp-$name
   if [[ ! -x $out || $src -nt $out || $ROOT/tools/llamacpp/oracle_common.h -nt $out ]]; then
     cc "${CFLAGS[@]}" "$src" -o "$out" "${LDFLAGS[@]}"

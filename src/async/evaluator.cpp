@@ -9,10 +9,10 @@
 #include "async/run_setup.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
+#include "model/threads.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "util/log.h"
-#include "model/threads.h"
 
 namespace brl::async {
 

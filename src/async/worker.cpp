@@ -15,6 +15,7 @@
 #include "codec/codec.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
+#include "model/threads.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
@@ -22,7 +23,6 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/log.h"
-#include "model/threads.h"
 
 namespace brl::async {
 

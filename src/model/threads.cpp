@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <string>
 #include <thread>
 
 namespace brl::model {
@@ -76,7 +77,10 @@ int set_compute_threads(int n) {
 const char* omp_wait_policy() {
   const char* ours = std::getenv("BRL_OMP_DEFAULTED");
   if (ours && std::strcmp(ours, "passive") == 0) return "PASSIVE (default: other tasks were running at start)";
-  if (ours && std::strcmp(ours, "spin") == 0) return "GOMP_SPINCOUNT=10000 (default: the machine was idle at start)";
+  if (ours && std::strcmp(ours, "spin") == 0) {
+    static const std::string s = std::string(kSpin) + " (default: the machine was idle at start)";
+    return s.c_str();
+  }
   if (const char* p = std::getenv("OMP_WAIT_POLICY")) return p;
   return std::getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT from the environment" : "libgomp's default (not set)";
 }

@@ -10,10 +10,8 @@
 
 using namespace brl::model;
 
-namespace {
-#define REQUIRE_GPU()                                                                                      \
+#define REQUIRE_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device here (" << describe_compute() << "): runs on a GPU machine"
-}  // namespace
 
 TEST(Cuda, DevicesListed) {
   REQUIRE_GPU();

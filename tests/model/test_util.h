@@ -20,8 +20,8 @@
 
 #include "../test_files.h"
 #include "model/config.h"
-#include "model/threads.h"
 #include "model/llama.h"
+#include "model/threads.h"
 
 namespace brl::test {
 

@@ -1,10 +1,9 @@
 #!/usr/bin/python3
 """Random Hugging Face checkpoints (config.json + model.safetensors) for the oracle tests
 (tools/hf/oracle.py) and the benches, written with numpy alone (independently of the project's
-C++ writer); and random PEFT-layout LoRA adapters for a base folder (tools/llamacpp).
+C++ writer). LoRA adapters for the tests are made by PEFT itself (tools/hf/oracle.py peft-lora).
 
   random_hf.py model SHAPE OUT_DIR [--seed S] [--std X] [--dtype F32|BF16|F16]
-  random_hf.py lora BASE_DIR OUT_DIR [--seed S] [--r R] [--alpha A] [--targets q_proj,...]
 
 Shapes: qwen2.5-0.5b and small (Qwen2, tied, qkv biases: bench shapes), tiny-llama (GQA,
 untied), tiny-qwen2 (biases, tied), tiny-qwen3 (q_norm/k_norm, head_dim != hidden/heads).
@@ -98,30 +97,6 @@ def write_model(shape, out_dir, seed, std, dtype):
                            [(n, s, producer(s, k)) for n, s, k in tensor_shapes(h)], dtype)
 
 
-def write_lora(base_dir, out_dir, seed, r, alpha, targets, rslora):
-    h = hfio.hparams(hfio.read_config(base_dir))
-    shapes = {n: s for n, s, _ in tensor_shapes(h)}
-    rng = np.random.default_rng(seed)
-    tensors = []
-    for i in range(h["num_hidden_layers"]):
-        for t in targets:
-            mod = f"model.layers.{i}.{'mlp' if t in ('gate_proj', 'up_proj', 'down_proj') else 'self_attn'}.{t}"
-            out_f, in_f = shapes[mod + ".weight"]
-            # B is random (not PEFT's zeros) so the adapter changes the logits measurably.
-            a = rng.standard_normal((r, in_f), dtype=np.float32) / np.sqrt(in_f)
-            b = 0.05 * rng.standard_normal((out_f, r), dtype=np.float32)
-            tensors.append((f"base_model.model.{mod}.lora_A.weight", a))
-            tensors.append((f"base_model.model.{mod}.lora_B.weight", b))
-    os.makedirs(out_dir, exist_ok=True)
-    hfio.write_safetensors(os.path.join(out_dir, "adapter_model.safetensors"), tensors, "F32")
-    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": r, "lora_alpha": alpha,
-           "target_modules": list(targets), "lora_dropout": 0.0, "bias": "none",
-           "use_rslora": rslora, "fan_in_fan_out": False, "inference_mode": True,
-           "base_model_name_or_path": os.path.abspath(base_dir)}
-    with open(os.path.join(out_dir, "adapter_config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -131,19 +106,8 @@ def main():
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--std", type=float, default=None)
     m.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
-    lo = sub.add_parser("lora")
-    lo.add_argument("base_dir")
-    lo.add_argument("out_dir")
-    lo.add_argument("--seed", type=int, default=2)
-    lo.add_argument("--r", type=int, default=4)
-    lo.add_argument("--alpha", type=float, default=8.0)
-    lo.add_argument("--rslora", action="store_true")
-    lo.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
     a = ap.parse_args()
-    if a.cmd == "model":
-        write_model(a.shape, a.out_dir, a.seed, a.std, a.dtype)
-    else:
-        write_lora(a.base_dir, a.out_dir, a.seed, a.r, a.alpha, a.targets.split(","), a.rslora)
+    write_model(a.shape, a.out_dir, a.seed, a.std, a.dtype)
 
 
 if __name__ == "__main__":

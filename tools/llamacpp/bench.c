@@ -4,7 +4,7 @@
  *
  *   bench MODEL.gguf [--threads N] [--prompt P] [--gen N] [--group G] [--reps R]
  *
- * Same settings as the logits oracle (F32 KV cache, no flash attention). The prompt's cache is
+ * F32 KV cache, no flash attention (oracle_common.h). The prompt's cache is
  * shared by the group through llama_memory_seq_cp into a unified KV cache; decode steps ask for
  * the logits of every new token (as sampling needs), the prompt only for its last. Output lines:
  * "prompt<P> <tok/s>", "decode1 <tok/s>", "decode<G> <tok/s>" (medians), then the samples. */

@@ -1,23 +1,15 @@
 #!/usr/bin/python3
-"""Minimal Hugging Face -> GGUF converter for the llama.cpp oracle (numpy + llama.cpp's gguf-py;
-no torch/transformers). Our own reading of the formats, so llama.cpp checks our loader
-independently.
+"""Minimal Hugging Face -> GGUF converter for the llama.cpp benchmarks (bench/llamacpp_bench.sh;
+numpy + llama.cpp's gguf-py, no torch/transformers).
 
   hf_to_gguf.py model HF_DIR OUT.gguf [--outtype f32|f16|bf16]
-  hf_to_gguf.py lora ADAPTER_DIR BASE_HF_DIR OUT.gguf
 
 Architectures llama, qwen2, qwen3. Llama: llama.cpp applies RoPE to interleaved pairs
-(x[2i], x[2i+1]) while HF rotates halves (x[i], x[i+D/2]); the q/k rows (and biases, and a LoRA's
-lora_B rows) are permuted per head so both compute the same function. Qwen2/3 use NEOX-style
+(x[2i], x[2i+1]) while HF rotates halves (x[i], x[i+D/2]); the q/k rows (and biases) are permuted per head so both compute the same function. Qwen2/3 use NEOX-style
 RoPE, which is HF's, and need no permutation. Tied embeddings: no output.weight (llama.cpp then
 reuses token_embd). No tokenizer: tokenizer.ggml.model = "none" with {arch}.vocab_size.
-PEFT adapters: lora_A [r, in] and lora_B [out, r] map as they are to .lora_a / .lora_b;
-llama.cpp scales by adapter.lora.alpha / r, so rsLoRA's alpha/sqrt(r) is written as
-alpha*sqrt(r).
 """
 import argparse
-import json
-import math
 import os
 import sys
 
@@ -120,41 +112,6 @@ def convert_model(hf_dir, out, outtype):
     write(w)
 
 
-def convert_lora(adapter_dir, base_dir, out):
-    h = hfio.hparams(hfio.read_config(base_dir))
-    with open(os.path.join(adapter_dir, "adapter_config.json")) as f:
-        acfg = json.load(f)
-    if acfg.get("peft_type") != "LORA":
-        raise SystemExit(f"{adapter_dir}/adapter_config.json: peft_type {acfg.get('peft_type')!r} is not LORA")
-    r, alpha = int(acfg["r"]), float(acfg["lora_alpha"])
-    if acfg.get("use_rslora"):
-        alpha = alpha * math.sqrt(r)
-    if acfg.get("rank_pattern") or acfg.get("alpha_pattern"):
-        raise SystemExit(f"{adapter_dir}: rank_pattern/alpha_pattern are not supported")
-    tensors = hfio.read_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"))
-    w = gguf.GGUFWriter(out, h["model_type"])
-    w.add_type(gguf.GGUFType.ADAPTER)
-    w.add_string(gguf.Keys.Adapter.TYPE, "lora")
-    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, alpha)
-    prefix = "base_model.model."
-    for name, arr in sorted(tensors.items()):
-        if not name.startswith(prefix) or not (".lora_A." in name or ".lora_B." in name):
-            raise SystemExit(f"{adapter_dir}: unexpected adapter tensor {name}")
-        which = "lora_a" if ".lora_A." in name else "lora_b"
-        base = name[len(prefix):].replace(".lora_A.", ".").replace(".lora_B.", ".")
-        g = gguf_name(base)
-        if g is None or base.startswith("model.embed_tokens") or base == "lm_head.weight":
-            raise SystemExit(f"{adapter_dir}: LoRA on {base} is not supported here")
-        a = np.asarray(arr, dtype=np.float32)
-        if a.shape[0 if which == "lora_a" else 1] != r:
-            raise SystemExit(f"{adapter_dir}: {name} shape {a.shape} does not have rank r={r}")
-        heads = permute_heads(h, base)
-        if heads and which == "lora_b":  # B's rows are the output rows that RoPE pairs up
-            a = rope_permute(a, heads)
-        w.add_tensor(f"{g}.{which}", np.ascontiguousarray(a))
-    write(w)
-
-
 def write(w):
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -169,15 +126,8 @@ def main():
     m.add_argument("hf_dir")
     m.add_argument("out")
     m.add_argument("--outtype", default="f32", choices=["f32", "f16", "bf16"])
-    lo = sub.add_parser("lora")
-    lo.add_argument("adapter_dir")
-    lo.add_argument("base_dir")
-    lo.add_argument("out")
     a = ap.parse_args()
-    if a.cmd == "model":
-        convert_model(a.hf_dir, a.out, a.outtype)
-    else:
-        convert_lora(a.adapter_dir, a.base_dir, a.out)
+    convert_model(a.hf_dir, a.out, a.outtype)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
-/* Shared set-up for the llama.cpp oracle drivers (logits.c, bench.c): quiet logging, loading
- * the CPU backends that node-llama-cpp ships as separate libggml-cpu-<arch>.so variants (ggml
- * picks the best one for this CPU), and the context settings that make llama.cpp an exact
- * reference: F32 KV cache and no flash attention (an F16 cache costs ~5e-3 in the logits). */
+/* Set-up for the llama.cpp benchmark driver (bench.c): quiet logging, loading the CPU backend
+ * libraries from the build's lib folder (ggml picks the best one for this CPU), and the context
+ * settings our own decoder is compared under: F32 KV cache and no flash attention. */
 #pragma once
 
 #include <stdio.h>
@@ -12,7 +11,7 @@
 #include "llama.h"
 
 #ifndef ORACLE_BACKEND_DIR
-#error "compile with -DORACLE_BACKEND_DIR=\"<dir with libggml-cpu-*.so>\" (scripts/oracles/llamacpp.sh)"
+#error "compile with -DORACLE_BACKEND_DIR=\"<dir with libggml-cpu*.so>\" (bench/llamacpp_setup.sh)"
 #endif
 
 static int oracle_verbose = 0;
