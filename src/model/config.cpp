@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/json_int.h"
 
 namespace brl::model {
 
@@ -145,14 +146,14 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     throw UserError(source + ": hidden_act " + j["hidden_act"].dump() + " is not supported (silu only)");
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+  if (j.contains("bos_token_id") && json_int_fits<int64_t>(j["bos_token_id"]))
     c.bos_token_id = j["bos_token_id"].get<int64_t>();
   if (j.contains("eos_token_id")) {
     auto& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids = {e.get<int64_t>()};
+    if (json_int_fits<int64_t>(e)) c.eos_token_ids = {e.get<int64_t>()};
     else if (e.is_array())
       for (auto& x : e)
-        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int64_t>());
+        if (json_int_fits<int64_t>(x)) c.eos_token_ids.push_back(x.get<int64_t>());
   }
   c.torch_dtype = get_or<std::string>(j, "torch_dtype", "float32", source);
   c.validate(source);

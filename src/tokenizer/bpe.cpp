@@ -8,6 +8,7 @@
 
 #include "tokenizer/text.h"
 #include "util/error.h"
+#include "util/json_int.h"
 
 namespace brl::tok {
 
@@ -19,17 +20,22 @@ constexpr size_t kCacheWordMax = 256;   // longer words are not cached (HF does 
 uint64_t key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 }  // namespace
 
+std::optional<int32_t> token_id(const json& v) {
+  if (!json_int_fits<int32_t>(v) || v.get<int32_t>() < 0 || v.get<int32_t>() > kMaxTokenId) return std::nullopt;
+  return v.get<int32_t>();
+}
+
 void BpeModel::load(const json& m, const std::string& file) {
   file_ = file;
   auto bad = [&](const std::string& field, const std::string& what, const std::string& hint = "") {
     throw UserError(file + ": model." + field + " " + what, hint);
   };
   if (!m.contains("vocab") || !m["vocab"].is_object()) bad("vocab", "must be an object of token -> id");
-  for (auto& [tok, id] : m["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
-      bad("vocab['" + tok + "']", "= " + id.dump() + " is not an id in [0, " + std::to_string(kMaxTokenId) + "]");
-    vocab_[tok] = id.get<int32_t>();
-    max_id_ = std::max(max_id_, id.get<int32_t>());
+  for (auto& [tok, v] : m["vocab"].items()) {
+    auto id = token_id(v);
+    if (!id) bad("vocab['" + tok + "']", "= " + v.dump() + " is not an id in [0, " + std::to_string(kMaxTokenId) + "]");
+    vocab_[tok] = *id;
+    max_id_ = std::max(max_id_, *id);
   }
   auto flag = [&](const char* f) {
     if (!m.contains(f) || m[f].is_null()) return false;

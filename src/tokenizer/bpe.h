@@ -20,6 +20,10 @@ namespace brl::tok {
 // overflowed max id + 1). The largest published vocabularies have ~2.6e5 tokens.
 constexpr int64_t kMaxTokenId = (1 << 22) - 1;
 
+// v as a token id: an integer in [0, kMaxTokenId], else nullopt. Every id a file names goes
+// through here (a float out of range into get<int32_t>() is undefined; found by the fuzzer).
+std::optional<int32_t> token_id(const nlohmann::json& v);
+
 class BpeModel {
  public:
   // m: the "model" object of tokenizer.json; file: its path, for error messages.

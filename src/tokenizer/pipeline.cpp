@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/bpe.h"
 #include "util/error.h"
 #include "util/json_int.h"
 
@@ -169,8 +170,9 @@ void parse_post(const json& j, Pipeline& p, const std::string& field) {
   if (j.is_null()) return;
   std::string type = type_of(j, p.file, field);
   auto ids_of = [&](const json& pair, const std::string& f) {  // Roberta/Bert: ["<s>", 0]
-    if (!pair.is_array() || pair.size() != 2 || !pair[1].is_number_integer()) throw UserError(p.file + ": " + f + " must be [token, id]");
-    return pair[1].get<int32_t>();
+    std::optional<int32_t> id = pair.is_array() && pair.size() == 2 ? token_id(pair[1]) : std::nullopt;
+    if (!id) throw UserError(p.file + ": " + f + " must be [token, id] with an id in [0, " + std::to_string(kMaxTokenId) + "]");
+    return *id;
   };
   if (type == "Sequence") {
     size_t i = 0;
@@ -191,7 +193,11 @@ void parse_post(const json& j, Pipeline& p, const std::string& field) {
       const json& st = j.value("special_tokens", json::object());
       if (!st.contains(id) || !st[id].contains("ids"))
         throw UserError(p.file + ": " + field + ".special_tokens has no entry '" + id + "' (used by " + f + ")");
-      for (auto& x : st[id]["ids"]) (seen_seq ? p.suffix_ids : p.prefix_ids).push_back(x.get<int32_t>());
+      for (auto& x : st[id]["ids"]) {
+        std::optional<int32_t> tid = token_id(x);
+        if (!tid) throw UserError(p.file + ": " + field + ".special_tokens['" + id + "'].ids has " + x.dump() + ", not an id in [0, " + std::to_string(kMaxTokenId) + "]");
+        (seen_seq ? p.suffix_ids : p.prefix_ids).push_back(*tid);
+      }
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
     p.prefix_ids.push_back(ids_of(j.value("cls", json()), field + ".cls"));

@@ -193,11 +193,11 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
   for (size_t i = 0; i < at.size(); ++i) {
     const json& a = at[i];
     std::string f = "added_tokens[" + std::to_string(i) + "]";
-    if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") || !a["id"].is_number_integer() ||
-        a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > kMaxTokenId || a["content"].get<std::string>().empty())
+    std::optional<int32_t> id = a.is_object() && a.contains("id") ? token_id(a["id"]) : std::nullopt;
+    if (!id || !a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty())
       throw UserError(path + ": " + f + " needs a non-empty \"content\" and an \"id\" in [0, " + std::to_string(kMaxTokenId) + "]");
     bool special = a.value("special", false);
-    t->added.push_back({a["content"].get<std::string>(), a["id"].get<int32_t>(), special, a.value("normalized", !special),
+    t->added.push_back({a["content"].get<std::string>(), *id, special, a.value("normalized", !special),
                         a.value("lstrip", false), a.value("rstrip", false), a.value("single_word", false)});
     max_id = std::max(max_id, t->added.back().id);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/json_int.h"
 
 namespace brl {
 
@@ -35,7 +36,7 @@ void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::st
           if (!v.is_boolean()) bad("a boolean (true/false)");
           *p = v.get<bool>();
         } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>) {
-          if (!v.is_number_integer()) bad("an integer");
+          if (!json_int_fits<T>(v)) bad(std::is_same_v<T, int> ? "an integer in [-2^31, 2^31)" : "an integer in [-2^63, 2^63)");
           *p = v.get<T>();
         } else if constexpr (std::is_same_v<T, double>) {
           if (!v.is_number()) bad("a number");
@@ -49,8 +50,8 @@ void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::st
           else bad("a number or null");
         } else if constexpr (std::is_same_v<T, std::optional<int>>) {
           if (v.is_null()) *p = std::nullopt;
-          else if (v.is_number_integer()) *p = v.get<int>();
-          else bad("an integer or null");
+          else if (json_int_fits<int>(v)) *p = v.get<int>();
+          else bad("an integer in [-2^31, 2^31) or null");
         } else if constexpr (std::is_same_v<T, std::vector<double>>) {
           if (!v.is_array()) bad("a list of numbers");
           p->clear();

@@ -14,21 +14,24 @@
 
 namespace brl {
 
+// Whether v is a JSON integer that fits T (never a float, bool or string).
 template <class T>
-T json_int(const nlohmann::json& v) {
+bool json_int_fits(const nlohmann::json& v) {
   static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
   using L = std::numeric_limits<T>;
-  bool ok = false;
-  if (v.is_number_unsigned()) {
-    ok = v.get<uint64_t>() <= static_cast<uint64_t>(L::max());
-  } else if (v.is_number_integer()) {  // signed storage: may be negative
-    const int64_t x = v.get<int64_t>();
-    if constexpr (std::is_signed_v<T>)
-      ok = x >= static_cast<int64_t>(L::min()) && x <= static_cast<int64_t>(L::max());
-    else
-      ok = x >= 0 && static_cast<uint64_t>(x) <= static_cast<uint64_t>(L::max());
-  }
-  if (!ok)
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(L::max());
+  if (!v.is_number_integer()) return false;
+  const int64_t x = v.get<int64_t>();  // signed storage: may be negative
+  if constexpr (std::is_signed_v<T>)
+    return x >= static_cast<int64_t>(L::min()) && x <= static_cast<int64_t>(L::max());
+  else
+    return x >= 0 && static_cast<uint64_t>(x) <= static_cast<uint64_t>(L::max());
+}
+
+template <class T>
+T json_int(const nlohmann::json& v) {
+  using L = std::numeric_limits<T>;
+  if (!json_int_fits<T>(v))
     throw nlohmann::json::type_error::create(302, "expected an integer in [" + std::to_string(L::min()) + ", " +
                                                       std::to_string(L::max()) + "], got " + v.dump(), &v);
   return v.get<T>();

@@ -78,6 +78,10 @@ TEST(RunConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora]\nr = \"x\"\n", "run.toml"); }).find("r = \"x\" is not an integer"),
             std::string::npos);
+  // 2^32 + 16 wrapped to r = 16 through get<int>(); now refused with the range.
+  EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora]\nr = 4294967312\n", "run.toml"); })
+                .find("r = 4294967312 is not an integer in [-2^31, 2^31)"),
+            std::string::npos);
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora\n", "bad.toml"); }).find("bad.toml:1"), std::string::npos);
   RunConfig c;
   EXPECT_NE(error_of([&] { c.apply_overrides({"seed=3"}); }).find("in several sections"), std::string::npos);

@@ -124,6 +124,22 @@ TEST(Tokenizer, IdsOutsideTheTableLimitAreUserErrors) {
   EXPECT_EQ(t.encode("a<x>"), (Ids{0, 1000}));
 }
 
+// Post-processor ids go through the same check: 1e300 in special_tokens.ids was a float ->
+// int cast out of range (UBSan in CI's fuzz run), 2^32 + 1 wrapped to 1 and was accepted.
+// Regression input fuzz/corpus/tokenizer_json/post_ids_1e300.json.
+TEST(Tokenizer, PostProcessorIdsOutsideTheLimitAreUserErrors) {
+  auto template_with = [](const std::string& ids) {
+    return load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "post_processor": {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}], "special_tokens": {"<s>": {"ids": )" + ids + "}}}}");
+  };
+  for (const char* ids : {"[1e300]", "[4294967297]", "[-1]", "[1.0]", "[\"1\"]"})
+    EXPECT_NE(template_with(ids).find("post_processor.special_tokens['<s>'].ids has"), std::string::npos) << ids << ": " << template_with(ids);
+  EXPECT_EQ(template_with("[1]"), "no error");
+  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "post_processor": {"type": "BertProcessing", "cls": ["<s>", 1e300], "sep": ["</s>", 0]}})")
+                .find("post_processor.cls must be [token, id] with an id in [0, 4194303]"),
+            std::string::npos);
+}
+
 TEST(Tokenizer, FromDirReadsSpecialTokens) {
   char tmpl[] = "/tmp/brl_tok_XXXXXX";
   std::string dir = mkdtemp(tmpl);

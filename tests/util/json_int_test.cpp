@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 using brl::json_int;
+using brl::json_int_fits;
 using nlohmann::json;
 
 TEST(JsonInt, AcceptsIntegersThatFit) {
@@ -25,4 +26,12 @@ TEST(JsonInt, RefusesFloatsOutOfRangeAndOtherTypes) {
   EXPECT_THROW(json_int<uint32_t>(json::parse("4294967296")), json::type_error);
   EXPECT_THROW(json_int(json::parse(R"({"a": 1e300})"), "a", int64_t{0}), json::type_error);
   EXPECT_THROW(json_int(json::parse("[]"), "a", int64_t{0}), json::type_error);
+}
+
+TEST(JsonInt, FitsIsTheNonThrowingTest) {
+  EXPECT_TRUE(json_int_fits<int>(json::parse("2147483647")));
+  EXPECT_FALSE(json_int_fits<int>(json::parse("4294967301")));  // get<int>() would wrap it to 5
+  EXPECT_FALSE(json_int_fits<int64_t>(json::parse("18446744073709551615")));
+  EXPECT_FALSE(json_int_fits<int32_t>(json::parse("1e300")));
+  EXPECT_FALSE(json_int_fits<int32_t>(json::parse("true")));
 }
