@@ -86,9 +86,12 @@ std::vector<Completion> generate(const model::Model& model,
   const SamplerConfig sc{opts.temperature, opts.top_k, opts.top_p};
   std::uniform_real_distribution<double> unif(0.0, 1.0);
 
+  // Log-probs at the sampling temperature (1 when greedy), over the whole vocabulary: what the
+  // trainer computes (grpo::completion_logprobs, TRL's definition), so an unmoved policy has ratio 1.
+  const float inv_t = opts.temperature > 0 ? static_cast<float>(1.0 / opts.temperature) : 1.f;
   for (int64_t step = 0; step < opts.max_new_tokens && !active.empty(); ++step) {
     auto lf = logits.to(at::kFloat).contiguous();             // [B, V]
-    auto lse = at::logsumexp(lf, -1);                          // [B]
+    auto lse = at::logsumexp(lf * inv_t, -1);                  // [B]
     const int64_t B = active.size();
     const float* lp = lf.data_ptr<float>();
     const float* ls = lse.data_ptr<float>();
@@ -99,7 +102,7 @@ std::vector<Completion> generate(const model::Model& model,
       const double u = unif(rngs[active[b]]);  // drawn even when greedy: streams stay aligned
       const int64_t tok = sample_row(row, V, sc, u);
       c.tokens.push_back(static_cast<int32_t>(tok));
-      c.logprobs.push_back(row[tok] - ls[b]);
+      c.logprobs.push_back(row[tok] * inv_t - ls[b]);
       const bool stop = std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(), tok) !=
                         opts.stop_token_ids.end();
       if (stop) {

@@ -35,7 +35,7 @@ struct Completion {
   int64_t prompt_index = 0;
   int64_t sample_index = 0;          // 0..G-1 within its prompt
   std::vector<int32_t> tokens;       // generated ids (including the stop token, if any)
-  std::vector<float> logprobs;       // log_softmax(logits at T=1)[token], before any filter
+  std::vector<float> logprobs;       // log_softmax(logits / T)[token] (T = 1 when greedy), before top-k / top-p
   FinishReason finish = FinishReason::kLength;
 };
 

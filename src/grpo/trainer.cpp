@@ -97,14 +97,16 @@ PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m)
 
 PolicyOptimizer::~PolicyOptimizer() = default;
 
-PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
-  const int64_t Lp = b.prompt_len, Lc = b.completion_len, N = b.ids.size(0);
-  at::Tensor targets = b.ids.slice(1, Lp, Lp + Lc);  // [N, Lc]
+at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature) {
+  const int64_t Lp = b.prompt_len, Lc = b.completion_len;
   // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
-  auto completion_logps = [&](const at::Tensor& rows) {
-    at::Tensor h = m_.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
-    return m_.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), targets.index_select(0, rows), 1.0);  // [n, Lc]
-  };
+  at::Tensor h = m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
+  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature);
+}
+
+PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
+  const int64_t N = b.ids.size(0);
+  auto completion_logps = [&](const at::Tensor& rows) { return completion_logprobs(m_, b, rows, cfg_.temperature); };
 
   // Reference log-probs (adapter off), only when the KL term is on.
   at::Tensor ref_lp;

@@ -58,6 +58,12 @@ struct PolicyBatch {
   int64_t prompt_len = 0, completion_len = 0;
 };
 
+// log p(completion token | prefix) [rows.size(0), completion_len] for rows of b, with the logits
+// divided by `temperature` (the sampling temperature) and the log-softmax over the whole
+// vocabulary, before any top-k / top-p: TRL's _get_per_token_logps_and_entropies. The same
+// definition as generate's Completion::logprobs, so a policy that has not moved has ratio 1.
+at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature);
+
 struct PolicyStats {
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0;
 };

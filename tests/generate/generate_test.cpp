@@ -34,16 +34,17 @@ model::ModelConfig cfg_of(const std::string& type) {
 
 const std::vector<std::vector<int32_t>> kPrompts = {{5, 9, 2}, {1, 2, 3, 4, 5, 6, 7}, {40}};
 
-// Full uncached log-softmax of prompt + generated prefix, at each generated position.
+// Full uncached log-softmax of prompt + generated prefix, at each generated position, with the
+// logits divided by the sampling temperature (1 when greedy), as TRL's trainer takes them.
 void check_against_full_forward(const model::Model& m, const std::vector<int32_t>& prompt,
-                                const Completion& c, bool greedy) {
+                                const Completion& c, bool greedy, double temperature = 1.0) {
   std::vector<int64_t> seq(prompt.begin(), prompt.end());
   seq.insert(seq.end(), c.tokens.begin(), c.tokens.end());
   auto ids = at::tensor(at::ArrayRef<int64_t>(seq), at::kLong);
   at::Tensor logp;
   {
     at::NoGradGuard ng;
-    logp = at::log_softmax(m.logits(ids)[0], -1);  // [T, V]
+    logp = at::log_softmax(m.logits(ids)[0] / temperature, -1);  // [T, V]
   }
   const int64_t n = prompt.size();
   ASSERT_EQ(c.logprobs.size(), c.tokens.size());
@@ -107,7 +108,7 @@ TEST_P(Families, SampledLogprobsMatchFullForward) {
   for (size_t i = 0; i < out.size(); ++i) {
     EXPECT_EQ(out[i].prompt_index, static_cast<int64_t>(i / 4));
     EXPECT_EQ(out[i].sample_index, static_cast<int64_t>(i % 4));
-    check_against_full_forward(m, kPrompts[out[i].prompt_index], out[i], false);
+    check_against_full_forward(m, kPrompts[out[i].prompt_index], out[i], false, o.temperature);
   }
 }
 

@@ -1,0 +1,128 @@
+// The log-probabilities GRPO trains on, against TRL's own: GRPOTrainer._get_per_token_logps_and_
+// entropies on a model patched by add_fused_lm_head(temperature=T), as GRPOTrainer.__init__ does,
+// run live by tools/trl/token_logps.py (.venv). TRL divides the logits by the sampling
+// temperature and takes the log-softmax over the whole vocabulary (no top-k / top-p); ours must
+// too, in the trainer (grpo::completion_logprobs: the new, old and reference log-probs) and in the
+// sampler (Completion::logprobs, which serve as the old log-probs), else the importance ratio of
+// an unmoved policy is not 1 and refers to another policy.
+// The batch: completions sampled by our generate at T = 0.7 with top-k 20 from a random Qwen2-shaped
+// HF checkpoint written by Python (tools/hf/random_hf.py), prompts of different lengths
+// left-padded, completions right-padded; compared at T = 0.7, 1 and 1.4.
+// Tolerance: |ours - TRL| <= 1e-4 * max |TRL| + 1e-5 on the completion tokens: float32 on both
+// sides; TRL numbers left-padded positions from 0 (RoPE is relative: the same logits up to
+// rounding), ours from the first real token. Sampler vs trainer: 5e-5 absolute (cached decode vs
+// full pass, as tests/generate/generate_test.cpp).
+// A missing oracle is a failure naming scripts/setup.sh --test, not a skip.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../model/test_util.h"
+#include "generate/generate.h"
+#include "grpo/trainer.h"
+#include "model/loader.h"
+
+using namespace brl;
+using nlohmann::json;
+using test::TempDir;
+namespace hf = test::hf;
+
+namespace {
+const int kThreads = test::init_threads();
+constexpr double kSampleT = 0.7;
+const std::vector<double> kTemps = {kSampleT, 1.0, 1.4};
+
+struct Sampled {
+  grpo::PolicyBatch batch;
+  std::vector<gen::Completion> comps;
+};
+
+// G = 2 completions of each prompt, laid out as GrpoTrainer::step lays out its batch.
+Sampled sample(const model::Model& m) {
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 2, 17}, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {40}};
+  gen::GenerateOptions o;
+  o.num_generations = 2;
+  o.max_new_tokens = 9;
+  o.temperature = kSampleT;
+  o.top_k = 20;
+  o.stop_token_ids = {3};
+  o.seed = 5;
+  Sampled s;
+  s.comps = gen::generate(m, prompts, o);
+  int64_t Lp = 0, Lc = 1;
+  for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
+  for (auto& c : s.comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
+  const int64_t N = static_cast<int64_t>(s.comps.size());
+  auto& b = s.batch;
+  b.prompt_len = Lp;
+  b.completion_len = Lc;
+  b.ids = at::zeros({N, Lp + Lc}, at::kLong);
+  b.attn = at::zeros({N, Lp + Lc}, at::kBool);
+  b.completion_mask = at::zeros({N, Lc}, at::kFloat);
+  for (int64_t i = 0; i < N; ++i) {
+    const auto& p = prompts[static_cast<size_t>(s.comps[i].prompt_index)];
+    const int64_t off = Lp - static_cast<int64_t>(p.size());
+    for (size_t k = 0; k < p.size(); ++k) b.ids[i][off + k] = p[k], b.attn[i][off + k] = true;
+    for (size_t k = 0; k < s.comps[i].tokens.size(); ++k)
+      b.ids[i][Lp + k] = s.comps[i].tokens[k], b.attn[i][Lp + k] = true, b.completion_mask[i][k] = 1.f;
+  }
+  b.pos = model::positions_from_mask(b.attn);
+  return s;
+}
+
+json rows_of(const at::Tensor& t) {
+  json out = json::array();
+  auto c = t.to(at::kLong).contiguous();
+  for (int64_t i = 0; i < c.size(0); ++i) out.push_back(std::vector<int64_t>(c[i].data_ptr<int64_t>(), c[i].data_ptr<int64_t>() + c.size(1)));
+  return out;
+}
+}  // namespace
+
+TEST(TrlLogpsOracle, CompletionLogprobsMatchTrlAtTheSamplingTemperature) {
+  ASSERT_TRUE(hf::python_installed());
+  TempDir dir;
+  ASSERT_TRUE(hf::random_hf_model("tiny-qwen2", dir.str("m"), 21));
+  auto m = model::load_model(dir.str("m"));
+  Sampled s = sample(m);
+  const auto& b = s.batch;
+  const int64_t N = b.ids.size(0), Lc = b.completion_len;
+
+  json req = {{"model_dir", dir.str("m")}, {"input_ids", rows_of(b.ids)}, {"attention_mask", rows_of(b.attn)},
+              {"logits_to_keep", Lc}, {"temperatures", kTemps}};
+  test::write_file(dir.str("req.json"), req.dump());
+  ASSERT_TRUE(hf::run_command("'" BRL_PYTHON "' '" + hf::source("tools/trl/token_logps.py") + "' < '" + dir.str("req.json") +
+                              "' > '" + dir.str("out.json") + "'"));
+  json out = json::parse(test::read_file(dir.str("out.json")));
+  ASSERT_EQ(out["logps"].size(), kTemps.size());
+
+  at::NoGradGuard ng;
+  const at::Tensor mask = b.completion_mask.to(at::kBool);
+  std::vector<at::Tensor> ours_by_t;
+  for (size_t k = 0; k < kTemps.size(); ++k) {
+    SCOPED_TRACE("T = " + std::to_string(kTemps[k]));
+    std::vector<at::Tensor> rows;
+    for (auto& r : out["logps"][k]) rows.push_back(at::tensor(r.get<std::vector<double>>(), at::kDouble));
+    at::Tensor trl = at::stack(rows);  // [N, Lc]
+    ASSERT_EQ(trl.sizes(), (std::vector<int64_t>{N, Lc}));
+    at::Tensor ours = grpo::completion_logprobs(m, b, at::arange(N, at::kLong), kTemps[k]).to(at::kDouble);
+    ours_by_t.push_back(ours);
+    const double scale = trl.masked_select(mask).abs().max().item<double>();
+    const double diff = (ours - trl).masked_select(mask).abs().max().item<double>();
+    std::printf("    T = %.1f: max |ours - TRL| = %.2e (max |TRL| = %.3f)\n", kTemps[k], diff, scale);
+    EXPECT_LE(diff, 1e-4 * scale + 1e-5);
+    EXPECT_GT(scale, 0.5);  // log-probs with signal, else agreement proves nothing
+  }
+  // The temperature matters: at T = 1 the same tokens have other log-probs.
+  EXPECT_GT((ours_by_t[0] - ours_by_t[1]).masked_select(mask).abs().max().item<double>(), 0.05);
+
+  // The sampler's log-probs are the trainer's at the sampling temperature: ratio 1 on-policy.
+  double worst = 0;
+  for (int64_t i = 0; i < N; ++i)
+    for (size_t k = 0; k < s.comps[i].logprobs.size(); ++k)
+      worst = std::max(worst, std::abs(s.comps[i].logprobs[k] - ours_by_t[0][i][k].item<double>()));
+  std::printf("    sampler vs trainer at T = %.1f: max diff %.2e\n", kSampleT, worst);
+  EXPECT_LE(worst, 5e-5);
+}
