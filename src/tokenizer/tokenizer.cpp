@@ -201,6 +201,8 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
                         a.value("lstrip", false), a.value("rstrip", false), a.value("single_word", false)});
     max_id = std::max(max_id, t->added.back().id);
   }
+  if (max_id < 0)  // found by fuzz/tokenizer_json_fuzz: a tokenizer that can say nothing
+    throw UserError(path + ": no tokens: model.vocab and added_tokens are both empty", "is this the tokenizer.json of a trained model?");
   t->id_to_tok.assign(static_cast<size_t>(max_id + 1), "");
   t->special.assign(static_cast<size_t>(max_id + 1), 0);
   for (auto& [s, id] : t->bpe.vocab()) t->id_to_tok[static_cast<size_t>(id)] = s;

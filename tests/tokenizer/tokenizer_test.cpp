@@ -140,6 +140,12 @@ TEST(Tokenizer, PostProcessorIdsOutsideTheLimitAreUserErrors) {
             std::string::npos);
 }
 
+// No token at all (fuzz/corpus/tokenizer_json/empty_vocab.json) loaded as a tokenizer of size 0.
+TEST(Tokenizer, NoTokensIsAUserError) {
+  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {}}})").find("t.json: no tokens"), std::string::npos);
+  EXPECT_EQ(load_error(R"({"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<s>"}]})"), "no error");
+}
+
 TEST(Tokenizer, FromDirReadsSpecialTokens) {
   char tmpl[] = "/tmp/brl_tok_XXXXXX";
   std::string dir = mkdtemp(tmpl);
