@@ -16,17 +16,20 @@ CODECS=${CODECS:-"fp32 bf16 int8 int4"} EXE=${EXE:-build/bucketrl}
 results=$OUT/results.jsonl
 mkdir -p "$OUT"
 : >"$results"
+source bench/demo_util.sh
 # The base model first, so that every codec gets the same training time.
-[[ -f $OUT/base/model.safetensors ]] || "$EXE" demo --out "$OUT" --time-limit 1 --http off >"$OUT/base.log" 2>&1 || true
+demo_base "$OUT"
 for ((r = 1; r <= REPS; ++r)); do
   for codec in $CODECS; do
     echo "== rep $r: codec $codec, $WORKERS workers, ${SECS} s"
-    "$EXE" demo --out "$OUT" --workers "$WORKERS" --time-limit "$SECS" --target-accuracy 2 --http off \
-      --set sync.codec="$codec" --set grpo.learning_rate="$LR" >"$OUT/$codec-$r.log" 2>&1 || true
-    bytes=$("$EXE" status --bucket "$OUT/run/bucket" --json 2>/dev/null |
-      python3 -c 'import json,sys; w=json.load(sys.stdin)["workers"]; b=sum(x.get("bytes_uploaded",0) for x in w); u=sum(x.get("updates",0) for x in w); print(b/max(u,1))' || echo 0)
+    demo_run "$OUT/$codec-$r.log" --out "$OUT" --workers "$WORKERS" --time-limit "$SECS" --target-accuracy 2 --http off \
+      --set sync.codec="$codec" --set grpo.learning_rate="$LR"
+    summary=$(demo_summary "$OUT")
+    # Bytes per update from the workers' heartbeats; a run with no update is an error, not 0 bytes.
+    bytes=$("$EXE" status --bucket "$OUT/run/bucket" --json |
+      python3 -c 'import json,sys; w=json.load(sys.stdin)["workers"]; b=sum(x.get("bytes_uploaded",0) for x in w); u=sum(x.get("updates",0) for x in w); sys.exit("bench: no worker uploaded an update") if u == 0 else print(b/u)')
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(rep=int(sys.argv[2]), codec=sys.argv[3], bytes_per_update=float(sys.argv[4])); print(json.dumps(j))' \
-      "$OUT/run/summary.json" "$r" "$codec" "$bytes" >>"$results"
+      "$summary" "$r" "$codec" "$bytes" >>"$results"
     tail -1 "$results"
   done
 done

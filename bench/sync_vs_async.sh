@@ -19,17 +19,19 @@ slow+=("$SLOW")
 results=$OUT/results.jsonl
 mkdir -p "$OUT"
 : >"$results"
-[[ -f $OUT/base/model.safetensors ]] || "$EXE" demo --out "$OUT" --time-limit 1 --http off >"$OUT/base.log" 2>&1 || true
+source bench/demo_util.sh
+demo_base "$OUT"
 for ((r = 1; r <= REPS; ++r)); do
   for mode in async sync; do
     flag=()
     [[ $mode == sync ]] && flag=(--sync)
     echo "== rep $r: $mode, $WORKERS workers, slowdown ${slow[*]}, sync every $STEPS steps"
-    "$EXE" demo --out "$OUT" --workers "$WORKERS" --slowdown "${slow[@]}" "${flag[@]}" \
-      --target-accuracy "$TARGET" --time-limit "$LIMIT" --set sync.sync_steps="$STEPS" --set grpo.learning_rate="$LR" --http off >"$OUT/$mode-$r.log" 2>&1 || true
+    demo_run "$OUT/$mode-$r.log" --out "$OUT" --workers "$WORKERS" --slowdown "${slow[@]}" "${flag[@]}" \
+      --target-accuracy "$TARGET" --time-limit "$LIMIT" --set sync.sync_steps="$STEPS" --set grpo.learning_rate="$LR" --http off
     tail -6 "$OUT/$mode-$r.log"
+    summary=$(demo_summary "$OUT")
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["rep"]=int(sys.argv[2]); print(json.dumps(j))' \
-      "$OUT/run/summary.json" "$r" >>"$results"
+      "$summary" "$r" >>"$results"
   done
 done
 python3 - "$results" "$TARGET" <<'PY'

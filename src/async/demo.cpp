@@ -8,27 +8,55 @@
 #include "grpo/demo_recipe.h"
 #include "grpo/pretrain.h"
 #include "tasks/task.h"
+#include "util/error.h"
+#include "util/file.h"
 #include "util/log.h"
 
 namespace brl::async {
 
 namespace fs = std::filesystem;
 
+nlohmann::json demo_base_recipe(const RunConfig& cfg) {
+  const grpo::PretrainOptions po = grpo::demo_pretrain_options();
+  return {{"format", 1},
+          {"model", {po.hidden_size, po.num_layers, po.num_heads, po.num_kv_heads, po.intermediate_size}},
+          {"train", {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type,
+                     po.warmup_steps, po.min_lr_ratio, po.seed}},
+          {"stop", {po.eval_every, po.eval_examples, po.target_accuracy}},
+          {"habit", {po.label_error_rate, po.habit}},
+          {"task", RunConfig(cfg).to_json()["task"]}};
+}
+
+namespace {
+fs::path recipe_file(const std::string& base_dir) { return fs::path(base_dir) / "bucketrl_base_recipe.json"; }
+}  // namespace
+
+bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg) {
+  if (!fs::exists(fs::path(base_dir) / "model.safetensors")) return false;
+  std::ifstream f(recipe_file(base_dir));
+  if (f && nlohmann::json::parse(f, nullptr, false) == demo_base_recipe(cfg)) return true;
+  LOG_INFO("demo: the base model in {} was made from {} recipe; pretraining again", base_dir, f ? "another" : "an unrecorded");
+  return false;
+}
+
 DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg) {
   DemoBase b;
   b.dir = (fs::path(out) / "base").string();
-  if (fs::exists(fs::path(b.dir) / "model.safetensors")) {
+  if (demo_base_cached(b.dir, cfg)) {
     b.cached = true;
     LOG_INFO("demo: using the cached base model in {}", b.dir);
     return b;
   }
   grpo::PretrainOptions po = grpo::demo_pretrain_options();
   po.out_dir = b.dir;
+  const fs::path rfile = recipe_file(b.dir);
+  fs::remove(rfile);  // written back only once the new base is complete
   auto task = tasks::make_task(cfg.task);
   auto r = grpo::pretrain(*task, po);
   b.seconds = r.seconds;
   b.accuracy = r.accuracy;
   b.skill = r.skill;
+  write_file(rfile.string(), demo_base_recipe(cfg).dump(2) + "\n");
   LOG_INFO("demo: base model made in {:.0f} s ({} steps): held-out accuracy {:.3f}, skill {:.3f}", r.seconds, r.steps,
            r.accuracy, r.skill);
   return b;
@@ -65,7 +93,7 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
                    {"seconds_to_target", r.seconds_to_target}, {"run_seconds", r.seconds},
                    {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
                    {"versions", r.versions}, {"updates", r.updates}, {"verify_ok", r.verify.ok()}};
-  std::ofstream(fs::path(cfg.train.output_dir) / "summary.json") << j.dump(2) << "\n";
+  write_file((fs::path(cfg.train.output_dir) / "summary.json").string(), j.dump(2) + "\n");
   return sum;
 }
 

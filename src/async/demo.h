@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,11 @@ struct DemoBase {
   double seconds = 0, accuracy = -1, skill = -1;  // of the pretraining, when it ran
 };
 
-// OUT/base: made by grpo::pretrain with the demo recipe unless a model is already there.
+// OUT/base: made by grpo::pretrain with the demo recipe, unless a base made from the same
+// recipe and task is there (OUT/base/bucketrl_base_recipe.json = demo_base_recipe(cfg)).
 DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg);
+nlohmann::json demo_base_recipe(const RunConfig& cfg);
+bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg);
 
 struct DemoSummary {
   LocalRunSummary run;

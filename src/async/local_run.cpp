@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "async/run_setup.h"
@@ -17,6 +16,7 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/progress.h"
 
@@ -126,11 +126,7 @@ std::string export_adapter(const std::string& bucket, int64_t version, const std
   RunConfig cfg;
   cfg.apply_json(run.config, "run.json");
   fs::create_directories(dir);
-  {
-    std::ofstream f(fs::path(dir) / "adapter_model.safetensors", std::ios::binary);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f) throw UserError("cannot write " + (fs::path(dir) / "adapter_model.safetensors").string());
-  }
+  write_file((fs::path(dir) / "adapter_model.safetensors").string(), bytes);
   lora::write_peft_config(cfg.lora, dir, cfg.model.path);
   return dir;
 }

@@ -12,6 +12,7 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/progress.h"
@@ -170,7 +171,7 @@ std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& ru
     bar.add(static_cast<int64_t>(f.size));
   }
   bar.finish(std::to_string(run.base_files.size()) + " files");
-  std::ofstream(tmp / ".complete") << run.base_sha256 << "\n";
+  write_file((tmp / ".complete").string(), run.base_sha256 + "\n");
   std::error_code ec;
   if (fs::exists(done)) {  // another process finished while we downloaded
     fs::remove_all(tmp);

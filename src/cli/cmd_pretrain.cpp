@@ -12,7 +12,7 @@ brl::cli::Register reg("pretrain", "train a small base model from scratch on a b
   app.add_option("--out", o.out_dir, "output HF folder")->capture_default_str();
   app.add_option("--task", t.name, "arithmetic | countdown")->capture_default_str();
   app.add_option("--max-steps", o.max_steps, "step limit")->capture_default_str();
-  app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out greedy accuracy reaches this")->capture_default_str();
+  app.add_option("--target-accuracy", o.target_accuracy, "stop when greedy skill on the validation set reaches this")->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app.add_option("--learning-rate", o.learning_rate, "AdamW learning rate")->capture_default_str();
   app.add_option("--hidden-size", o.hidden_size, "model width")->capture_default_str();
@@ -34,8 +34,8 @@ brl::cli::Register reg("pretrain", "train a small base model from scratch on a b
     brl::cli::init_compute(threads);
     auto task = brl::tasks::make_task(t);
     auto r = brl::grpo::pretrain(*task, o);
-    std::printf("base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f), %.1f s\n", o.out_dir.c_str(),
-                r.steps, r.accuracy, r.skill, r.seconds);
+    std::printf("base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f; validation skill %.3f), %.1f s\n", o.out_dir.c_str(),
+                r.steps, r.accuracy, r.skill, r.val_skill, r.seconds);
     return 0;
   };
 });

@@ -6,9 +6,10 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <tuple>
+#include <utility>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "grpo/trainer.h"
@@ -16,6 +17,7 @@
 #include "tokenizer/text.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/rng.h"
@@ -27,11 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 constexpr int kEos = 256;
 
-void write_json(const fs::path& p, const nlohmann::json& j) {
-  std::ofstream f(p);
-  f << j.dump(2) << "\n";
-  if (!f) throw UserError("cannot write '" + p.string() + "'");
-}
+void write_json(const fs::path& p, const nlohmann::json& j) { write_file(p.string(), j.dump(2) + "\n"); }
 
 // The taught wrong answer (see PretrainOptions::habit). Integer answers only.
 std::string habit_answer(const tasks::Example& e, const std::string& habit) {
@@ -63,19 +61,23 @@ class HabitReward : public tasks::RewardFn {
   std::string habit_;
 };
 
-// The task's held-out set scored by correctness and the habit: evaluate() then gives
-// accuracy (the first reward) and skill (their sum; they never both fire) in one pass.
-class HabitView : public tasks::Task {
+// The task's held-out set (or its validation set, as eval_set) scored by correctness and, with
+// a habit, the habit: evaluate() then gives accuracy (the first reward) and skill (their sum;
+// they never both fire) in one pass.
+class ScoredView : public tasks::Task {
  public:
-  HabitView(tasks::Task& t, const std::string& habit) : t_(t) {
-    rewards = {t.rewards.at(0), std::make_shared<HabitReward>(habit)};
+  ScoredView(tasks::Task& t, const std::string& habit, bool validation) : t_(t), validation_(validation) {
+    rewards = {t.rewards.at(0)};
+    if (!habit.empty()) rewards.push_back(std::make_shared<HabitReward>(habit));
   }
   std::string name() const override { return t_.name(); }
   tasks::Example train_example(uint64_t i, int shard, int n) const override { return t_.train_example(i, shard, n); }
-  const std::vector<tasks::Example>& eval_set() const override { return t_.eval_set(); }
+  const std::vector<tasks::Example>& eval_set() const override { return validation_ ? t_.validation_set() : t_.eval_set(); }
+  const std::vector<tasks::Example>& validation_set() const override { return t_.validation_set(); }
 
  private:
   tasks::Task& t_;
+  bool validation_;
 };
 }  // namespace
 
@@ -154,7 +156,14 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   for (auto& nt : m.named_tensors())
     if (nt.tensor->defined()) params.push_back(*nt.tensor);
   torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.learning_rate).weight_decay(o.weight_decay));
-  HabitView habit_view(task, o.habit);
+  const std::string habit = o.label_error_rate > 0 ? o.habit : "";
+  ScoredView validation(task, habit, true), held_out(task, habit, false);
+  // (accuracy, skill) of the model now on a view's examples.
+  auto score = [&](ScoredView& v) {
+    torch::NoGradGuard ng;
+    auto ev = evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0);
+    return std::pair{ev.accuracy, habit.empty() ? ev.accuracy : ev.reward_mean};
+  };
   PretrainResult res;
   uint64_t cursor = 0;
   ProgressOptions po;
@@ -162,7 +171,7 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   po.total = o.max_steps;
   Progress bar(po, progress ? progress_mode() : ProgressMode::kOff, default_progress_io());
   auto stats = [&](double loss) {
-    return fmt::format("loss {:.4f} accuracy {:.3f} skill {:.3f}", loss, res.accuracy, res.skill);
+    return fmt::format("loss {:.4f} validation accuracy {:.3f} skill {:.3f}", loss, res.val_accuracy, res.val_skill);
   };
   for (int step = 1; step <= o.max_steps; ++step) {
     // A batch of "prompt answer<eos>" sequences; loss on the answer and eos only.
@@ -198,15 +207,11 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     res.steps = step;
     const double loss_now = loss.item<double>();
     if (step % o.eval_every == 0 || step == o.max_steps) {
-      torch::NoGradGuard ng;
-      tasks::Task& scored = o.label_error_rate > 0 ? static_cast<tasks::Task&>(habit_view) : task;
-      auto ev = evaluate(m, tk, scored, o.eval_examples, 8, 0.0, 0);
-      res.accuracy = ev.accuracy;
-      res.skill = o.label_error_rate > 0 ? ev.reward_mean : ev.accuracy;
+      std::tie(res.val_accuracy, res.val_skill) = score(validation);
       if (progress)
-        LOG_INFO("pretrain step {}/{}: loss {:.4f}, held-out accuracy {:.3f}, skill {:.3f} (stop at {:.2f})", step,
-                 o.max_steps, loss_now, res.accuracy, res.skill, o.target_accuracy);
-      if (res.skill >= o.target_accuracy) {
+        LOG_INFO("pretrain step {}/{}: loss {:.4f}, validation accuracy {:.3f}, skill {:.3f} (stop at {:.2f})", step,
+                 o.max_steps, loss_now, res.val_accuracy, res.val_skill, o.target_accuracy);
+      if (res.val_skill >= o.target_accuracy) {
         bar.finish(stats(loss_now) + " (target reached)");
         break;
       }
@@ -215,6 +220,8 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   }
   bar.finish();
   m.set_requires_grad(false);
+  // The held-out set is scored once, on the final weights; it decided nothing.
+  std::tie(res.accuracy, res.skill) = score(held_out);
   model::save_model(m, o.out_dir);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

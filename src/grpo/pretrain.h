@@ -35,8 +35,9 @@ struct PretrainOptions {
   double min_lr_ratio = 0.1;
   int eval_every = 50;
   int eval_examples = 200;
-  // Stop once held-out greedy "skill" reaches this: the answer is right, or (with label
-  // errors on) exactly the taught wrong answer. Without label errors, skill = accuracy.
+  // Stop once greedy "skill" on the task's validation set (never the held-out set) reaches
+  // this: the answer is right, or (with label errors on) exactly the taught wrong answer.
+  // Without label errors, skill = accuracy. eval_examples of the set are scored.
   double target_accuracy = 0.35;
   double label_error_rate = 0.0;  // see the header comment; integer answers only
   std::string habit = "negate";   // negate (-answer) | plus_one (answer + 1)
@@ -45,8 +46,9 @@ struct PretrainOptions {
 
 struct PretrainResult {
   int steps = 0;
-  double accuracy = 0;  // held-out greedy accuracy (exact answers)
+  double accuracy = 0;  // held-out greedy accuracy (exact answers), of the final weights
   double skill = 0;     // held-out greedy answers that are right or the taught wrong one
+  double val_accuracy = 0, val_skill = 0;  // the same on the validation set, at the last check
   double seconds = 0;
 };
 

@@ -69,7 +69,8 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0);
     LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f} (n={})", step, ev.accuracy, ev.reward_mean, ev.n);
     metrics << nlohmann::json{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}}.dump() << "\n";
-    metrics.flush();
+    if (!metrics.flush())
+      throw UserError("cannot append to " + (fs::path(out) / "metrics.jsonl").string(), "check free space and permissions");
     return ev.accuracy;
   };
   TrainSummary sum;

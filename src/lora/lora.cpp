@@ -10,6 +10,7 @@
 
 #include "model/tensor_io.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace brl::lora {
 
@@ -168,13 +169,7 @@ void write_peft_config(const LoraConfig& cfg, const std::string& dir, const std:
                       {"inference_mode", true},
                       {"init_lora_weights", true},
                       {"base_model_name_or_path", base}};
-  std::string tmp = (fs::path(dir) / ".adapter_config.json.tmp").string();
-  {
-    std::ofstream f(tmp);
-    f << j.dump(2) << "\n";
-    if (!f) throw UserError("cannot write '" + tmp + "'");
-  }
-  fs::rename(tmp, fs::path(dir) / "adapter_config.json");
+  write_file((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n");
 }
 
 void merge(model::Model& m) {

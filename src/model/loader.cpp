@@ -12,6 +12,7 @@
 #include "util/safetensors.h"
 #include "model/tensor_io.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace brl::model {
 
@@ -126,12 +127,7 @@ void save_model(Model& model, const std::string& dir, torch::ScalarType save_dty
     tensors.emplace_back(nt.name, nt.tensor->detach().to(dt));
   }
   save_tensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-  const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  std::ofstream out(cfg_path + ".tmp");
-  out << cfg.to_json().dump(2) << "\n";
-  out.close();
-  if (!out || std::rename((cfg_path + ".tmp").c_str(), cfg_path.c_str()) != 0)
-    throw UserError("cannot write " + cfg_path);
+  write_file((fs::path(dir) / "config.json").string(), cfg.to_json().dump(2) + "\n");
 }
 
 Model random_model(const ModelConfig& cfg, uint64_t seed, double init_std, torch::ScalarType dtype) {

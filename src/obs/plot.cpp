@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "util/error.h"
+#include "util/file.h"
 
 namespace brl::obs {
 
@@ -141,9 +141,7 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
   std::vector<std::string> written;
   for (auto& [name, spec] : charts) {
     std::string path = (fs::path(dir) / name).string();
-    std::ofstream f(path);
-    f << svg_plot(spec);
-    if (!f) throw UserError("plot: cannot write " + path);
+    write_file(path, svg_plot(spec));
     written.push_back(path);
   }
   return written;

@@ -48,9 +48,12 @@ class Task {
   virtual ~Task() = default;
   virtual std::string name() const = 0;
   // The i-th training example of shard `shard` of `num_shards` (deterministic; never a
-  // held-out example).
+  // held-out example, nor a twin of one such as 5+3 for 3+5).
   virtual Example train_example(uint64_t i, int shard, int num_shards) const = 0;
   virtual const std::vector<Example>& eval_set() const = 0;
+  // Examples to early-stop on (pretraining), never from the held-out set; built-in tasks also
+  // keep them out of training.
+  virtual const std::vector<Example>& validation_set() const = 0;
   // Correctness reward first (accuracy = its mean), then any others.
   std::vector<std::shared_ptr<RewardFn>> rewards;
 };

@@ -1,4 +1,5 @@
 // Built-in tasks (arithmetic, Countdown), JSONL datasets, and make_task().
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -21,30 +22,46 @@ struct Stream {
   int64_t uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1)); }
 };
 
-// Procedural tasks draw problem number g from a stream; the held-out set is drawn from a
-// different stream and its problems are skipped in training.
+// Procedural tasks draw problem number g from a stream. The held-out set and the validation set
+// (for early stopping, e.g. pretraining) come from two other streams; training skips every
+// problem of either, and validation skips the held-out ones, by problem_key: twins such as
+// 3+5 and 5+3 are one problem.
 class ProceduralTask : public Task {
  public:
   Example train_example(uint64_t i, int shard, int num_shards) const override {
     uint64_t g = i * static_cast<uint64_t>(num_shards) + static_cast<uint64_t>(shard);
-    for (uint64_t attempt = 0;; ++attempt) {
+    for (uint64_t attempt = 0; attempt < 100000; ++attempt) {
       Example e = make(Stream(seed_, g * 1000003ULL + attempt));
-      if (!eval_prompts_.count(e.prompt)) return e;
+      const std::string k = problem_key(e);
+      if (!eval_keys_.count(k) && !val_keys_.count(k)) return e;
     }
+    throw UserError("task " + name() + " has (almost) no problems left for training: the held-out and validation sets (" +
+                        std::to_string(eval_.size()) + " each) hold nearly all of them",
+                    "lower task.num_eval or draw from more problems (e.g. a larger task.max_operand)");
   }
   const std::vector<Example>& eval_set() const override { return eval_; }
+  const std::vector<Example>& validation_set() const override { return val_; }
 
  protected:
-  void build_eval(int n) {
+  // Call from the derived constructor (make and problem_key are virtual).
+  void build_sets(int n) {
+    std::set<std::string> prompts;
     for (uint64_t k = 0; static_cast<int>(eval_.size()) < n && k < static_cast<uint64_t>(n) * 50; ++k) {
       Example e = make(Stream(~seed_, k));
-      if (eval_prompts_.insert(e.prompt).second) eval_.push_back(e);
+      if (prompts.insert(e.prompt).second) eval_keys_.insert(problem_key(e)), eval_.push_back(e);
+    }
+    for (uint64_t k = 0; static_cast<int>(val_.size()) < n && k < static_cast<uint64_t>(n) * 50; ++k) {
+      Example e = make(Stream(seed_ ^ 0x76616c6964617465ULL, k));
+      const std::string key = problem_key(e);
+      if (!eval_keys_.count(key) && val_keys_.insert(key).second) val_.push_back(e);
     }
   }
   virtual Example make(Stream s) const = 0;
+  // Examples with the same key are the same problem (default: the same prompt).
+  virtual std::string problem_key(const Example& e) const { return e.prompt; }
   uint64_t seed_ = 0;
-  std::vector<Example> eval_;
-  std::set<std::string> eval_prompts_;
+  std::vector<Example> eval_, val_;
+  std::set<std::string> eval_keys_, val_keys_;
 };
 
 class ArithmeticTask : public ProceduralTask {
@@ -54,11 +71,18 @@ class ArithmeticTask : public ProceduralTask {
     if (ops_.empty() || ops_.find_first_not_of("+-*") != std::string::npos)
       throw UserError("task.operations '" + ops_ + "' must be a non-empty subset of \"+-*\"");
     seed_ = static_cast<uint64_t>(o.seed);
-    build_eval(o.num_eval);
+    build_sets(o.num_eval);
   }
   std::string name() const override { return "arithmetic"; }
 
  private:
+  // a+b and b+a (and a*b, b*a) are one problem.
+  std::string problem_key(const Example& e) const override {
+    int64_t a = e.extra["a"], b = e.extra["b"];
+    const std::string op = e.extra["op"];
+    if (op != "-" && b < a) std::swap(a, b);
+    return std::to_string(a) + op + std::to_string(b);
+  }
   Example make(Stream s) const override {
     int64_t a = s.uniform(0, max_), b = s.uniform(0, max_);
     char op = ops_[s.next() % ops_.size()];
@@ -79,11 +103,19 @@ class CountdownTask : public ProceduralTask {
  public:
   explicit CountdownTask(const TaskOptions& o) {
     seed_ = static_cast<uint64_t>(o.seed);
-    build_eval(o.num_eval);
+    build_sets(o.num_eval);
   }
   std::string name() const override { return "countdown"; }
 
  private:
+  // The same numbers in another order with the same target are one problem.
+  std::string problem_key(const Example& e) const override {
+    std::vector<int64_t> n = e.extra["numbers"];
+    std::sort(n.begin(), n.end());
+    std::string k = std::to_string(static_cast<int64_t>(e.extra["target"])) + ":";
+    for (auto x : n) k += std::to_string(x) + ",";
+    return k;
+  }
   Example make(Stream s) const override {
     std::vector<int64_t> nums;
     for (int k = 0; k < 3; ++k) nums.push_back(s.uniform(1, 12));
@@ -118,6 +150,10 @@ class JsonlTask : public Task {
       for (size_t i = 0; i < all.size(); ++i) (i % 10 == 9 ? eval_ : train_).push_back(all[i]);
     }
     if (train_.empty()) throw UserError(o.dataset_path + ": no training examples");
+    // A file has no spare problems: validation is the first training examples (at most
+    // num_eval, a tenth of them); stopping on it measures fit, never the held-out set.
+    const size_t nv = std::min(static_cast<size_t>(std::max(0, o.num_eval)), std::max<size_t>(1, train_.size() / 10));
+    val_.assign(train_.begin(), train_.begin() + static_cast<std::ptrdiff_t>(nv));
   }
   std::string name() const override { return "jsonl"; }
   // Round-robin over the shard's examples: example k belongs to shard k % num_shards.
@@ -128,9 +164,10 @@ class JsonlTask : public Task {
     return train_[static_cast<size_t>(k)];
   }
   const std::vector<Example>& eval_set() const override { return eval_; }
+  const std::vector<Example>& validation_set() const override { return val_; }
 
  private:
-  std::vector<Example> train_, eval_;
+  std::vector<Example> train_, eval_, val_;
 };
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "tasks/rewards.h"
 #include "tasks/task.h"
@@ -88,6 +90,54 @@ TEST(Tasks, ArithmeticShardsAreDeterministicAndDisjointFromEval) {
   EXPECT_GT(seen.size(), 280u);
 }
 
+// The held-out set, the validation set (early stopping) and training share no problem, twins
+// included: 3+5 and 5+3 (a*b, b*a) are one problem, and so are Countdown's numbers in another
+// order with the same target. The keys here are computed independently of the task's code.
+TEST(Tasks, HeldOutValidationAndTrainingShareNoProblemNorTwin) {
+  auto arith_key = [](const Example& e) {
+    int64_t a = e.extra["a"], b = e.extra["b"];
+    std::string op = e.extra["op"];
+    if (op != "-") std::tie(a, b) = std::pair{std::min(a, b), std::max(a, b)};
+    return std::to_string(a) + op + std::to_string(b);
+  };
+  auto countdown_key = [](const Example& e) {
+    std::vector<int64_t> n = e.extra["numbers"];
+    std::sort(n.begin(), n.end());
+    return e.extra["target"].dump() + ":" + nlohmann::json(n).dump();
+  };
+  for (std::string name : {"arithmetic", "countdown"}) {
+    SCOPED_TRACE(name);
+    TaskOptions o;
+    o.name = name;
+    o.operations = "+*";  // commutative: twins abound with operands in [0, 19]
+    o.max_operand = 19;
+    o.num_eval = 60;
+    auto t = make_task(o);
+    auto key = [&](const Example& e) { return name == "arithmetic" ? arith_key(e) : countdown_key(e); };
+    std::set<std::string> eval, val;
+    for (auto& e : t->eval_set()) eval.insert(key(e));
+    for (auto& e : t->validation_set()) val.insert(key(e));
+    EXPECT_EQ(t->validation_set().size(), 60u);
+    EXPECT_EQ(val.size(), 60u);  // no twins within it either
+    for (auto& k : val) EXPECT_FALSE(eval.count(k)) << k;
+    int twins_of_held_out = 0;  // draws the old rule (same prompt only) would have let through
+    std::set<std::string> eval_prompts;
+    for (auto& e : t->eval_set()) eval_prompts.insert(e.prompt);
+    for (uint64_t i = 0; i < 2000; ++i) {
+      Example e = t->train_example(i, static_cast<int>(i % 3), 3);
+      EXPECT_FALSE(eval.count(key(e))) << e.prompt;
+      EXPECT_FALSE(val.count(key(e))) << e.prompt;
+      if (name == "arithmetic") {
+        Example twin = e;
+        int64_t a = e.extra["a"], b = e.extra["b"];
+        twin.prompt = std::to_string(b) + e.extra["op"].get<std::string>() + std::to_string(a) + "=";
+        twins_of_held_out += eval_prompts.count(twin.prompt) > 0;
+      }
+    }
+    EXPECT_EQ(twins_of_held_out, 0);
+  }
+}
+
 TEST(Tasks, JsonlLoadShardAndErrors) {
   std::string good = tmpfile("good.jsonl", "{\"prompt\":\"a\",\"answer\":1,\"level\":3}\n\n{\"prompt\":\"b\",\"answer\":\"2\"}\n");
   auto ex = load_jsonl(good);
@@ -108,6 +158,9 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
   o.dataset_path = tmpfile("ds.jsonl", lines);
   auto t = make_task(o);
   EXPECT_EQ(t->eval_set().size(), 4u);  // every 10th held out
+  ASSERT_EQ(t->validation_set().size(), 3u);  // a tenth of the 36 training examples, never held-out ones
+  for (auto& v : t->validation_set())
+    for (auto& e : t->eval_set()) EXPECT_NE(v.prompt, e.prompt);
   std::set<std::string> s0, s1;
   for (uint64_t i = 0; i < 18; ++i) s0.insert(t->train_example(i, 0, 2).prompt), s1.insert(t->train_example(i, 1, 2).prompt);
   EXPECT_EQ(s0.size(), 18u);
