@@ -32,11 +32,15 @@ void check_input(const AggregateInput& in) {
   if (in.deltas.empty()) throw UserError("aggregate: no updates to fold");
   if (in.weights.size() != in.deltas.size())
     throw UserError("aggregate: " + std::to_string(in.weights.size()) + " weights for " + std::to_string(in.deltas.size()) + " updates");
+  if (!in.discounts.empty() && in.discounts.size() != in.deltas.size())
+    throw UserError("aggregate: " + std::to_string(in.discounts.size()) + " discounts for " + std::to_string(in.deltas.size()) + " updates");
   const auto& g = *in.global;
   for (size_t u = 0; u < in.deltas.size(); ++u) {
     const std::string who = "aggregate: update " + std::to_string(u);
     if (!(in.weights[u] > 0 && std::isfinite(in.weights[u])))
       throw UserError(who + " has weight " + std::to_string(in.weights[u]) + " (must be finite and > 0)");
+    if (!in.discounts.empty() && !(in.discounts[u] > 0 && in.discounts[u] <= 1))
+      throw UserError(who + " has discount " + std::to_string(in.discounts[u]) + " (must be in (0, 1])");
     BRL_ASSERT(in.deltas[u] != nullptr, who + " is null");
     const auto& d = *in.deltas[u];
     if (d.size() != g.size())
@@ -54,12 +58,21 @@ double total_weight(const AggregateInput& in) {
   return t;
 }
 
-// d = sum(w_i x_i) / sum(w_i) for tensor i, delta by delta (each read once, in order).
+double discount(const AggregateInput& in, size_t u) { return in.discounts.empty() ? 1.0 : in.discounts[u]; }
+
+// sum(w_i (1 - s_i)) / sum(w_i): the share of the step the discounts take away.
+double discounted_share(const AggregateInput& in) {
+  double t = 0;
+  for (size_t u = 0; u < in.deltas.size(); ++u) t += in.weights[u] * (1.0 - discount(in, u));
+  return t / total_weight(in);
+}
+
+// d = sum(w_i s_i x_i) / sum(w_i) for tensor i, delta by delta (each read once, in order).
 void weighted_mean(const AggregateInput& in, size_t i, std::vector<double>& out) {
   out.assign((*in.global)[i].data.size(), 0.0);
   for (size_t u = 0; u < in.deltas.size(); ++u) {
     const float* x = (*in.deltas[u])[i].data.data();
-    const double w = in.weights[u];
+    const double w = in.weights[u] * discount(in, u);
     for (size_t k = 0; k < out.size(); ++k) out[k] += w * x[k];
   }
   const double total = total_weight(in);
@@ -103,6 +116,8 @@ void sorted_blocks(const AggregateInput& in, size_t i, std::vector<double>& out,
     for (size_t u = 0; u < n; ++u) {
       float* row = rows.data() + u * kBlock;
       std::memcpy(row, (*in.deltas[u])[i].data.data() + b, m * sizeof(float));
+      if (const float s = static_cast<float>(discount(in, u)); s != 1.0f)
+        for (size_t c = 0; c < m; ++c) row[c] *= s;  // the robust rule sees the discounted step
       std::fill(row + m, row + kBlock, 0.0f);  // past the tensor's end: sorted, never used
     }
     // Padding rows sort after every real value.
@@ -151,15 +166,26 @@ ExactOut exact_module(const AggregateInput& in, size_t ia, size_t ib) {
     throw UserError("aggregate (exact): " + gA.name + " " + shape_str(gA.shape) + " and " + gB.name + " " +
                     shape_str(gB.shape) + " are not the factors [r, in] and [out, r] of one LoRA module");
   const int64_t r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
-  const int64_t n = static_cast<int64_t>(in.deltas.size()), k = n * r, s = std::min(nin, nout);
+  // With discounts s_i: M = BA + sum(w_i s_i ((B + dB_i)(A + dA_i) - BA)) / W, i.e. one more
+  // block c B A with c = sum(w_i (1 - s_i)) / W, the share of the step that stays at BA.
+  const double c = discounted_share(in);
+  const int64_t n = static_cast<int64_t>(in.deltas.size()), blocks = n + (c > 0 ? 1 : 0);
+  const int64_t k = blocks * r, s = std::min(nin, nout);
   const double total = total_weight(in);
 
-  // M = P Q with P = [w_1 (B + dB_1), ...] / W  [out, k] and Q = [A + dA_1; ...]  [k, in].
+  // M = P Q with P = [w_1 s_1 (B + dB_1), ..., c B] / W  [out, k] and Q = [A + dA_1; ...; A]  [k, in].
   at::Tensor P = at::empty({nout, k}, at::kFloat), Q = at::empty({k, nin}, at::kFloat);
   float* p = P.data_ptr<float>();
   float* q = Q.data_ptr<float>();
+  if (c > 0) {
+    const int64_t u = n;
+    const float* b = gB.data.data();
+    for (int64_t o = 0; o < nout; ++o)
+      for (int64_t j = 0; j < r; ++j) p[o * k + u * r + j] = static_cast<float>(c) * b[o * r + j];
+    std::memcpy(q + u * r * nin, gA.data.data(), static_cast<size_t>(r * nin) * sizeof(float));
+  }
   for (int64_t u = 0; u < n; ++u) {
-    const float w = static_cast<float>(in.weights[u] / total);
+    const float w = static_cast<float>(in.weights[u] * discount(in, static_cast<size_t>(u)) / total);
     const float* b = gB.data.data();
     const float* db = (*in.deltas[u])[ib].data.data();
     for (int64_t o = 0; o < nout; ++o)
@@ -323,7 +349,7 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
   const auto& g = *in.global;
   const size_t n = in.deltas.size();
   AggregateResult res;
-  res.stats = {{"mode", cfg.mode}, {"updates", n}, {"total_weight", total_weight(in)}};
+  res.stats = {{"mode", cfg.mode}, {"updates", n}, {"total_weight", total_weight(in)}, {"discount", 1.0 - discounted_share(in)}};
 
   Step d(g.size());
   if (cfg.mode == "fedavg") {

@@ -2,10 +2,14 @@
 // Torch-free interface over codec::Tensor lists with PEFT names; the implementation uses
 // torch for the factorizations of mode "exact".
 //
-// Every mode first combines the deltas into one step d (same tensors as the adapter):
-//   fedavg        d = sum(w_i delta_i) / sum(w_i), coordinate by coordinate.
+// Every mode first combines the deltas into one step d (same tensors as the adapter). w_i are
+// relative weights (samples); s_i in (0, 1] are discounts (staleness: (1 + staleness)^-exponent)
+// that scale update i's own step, so a stale update folded alone moves the adapter by s_i of
+// its delta, not all of it (a weight alone would be normalized away).
+//   fedavg        d = sum(w_i s_i delta_i) / sum(w_i), coordinate by coordinate.
 //   exact         per LoRA module (a "...lora_A.weight" [r, in] with its "...lora_B.weight"
-//                 [out, r]): M = sum(w_i (B + dB_i)(A + dA_i)) / sum(w_i), the weighted mean
+//                 [out, r]): M = BA + sum(w_i s_i ((B + dB_i)(A + dA_i) - BA)) / sum(w_i)
+//                 (s_i = 1: sum(w_i (B + dB_i)(A + dA_i)) / sum(w_i)), the weighted mean
 //                 of the workers' full adapter products (not mean(B) mean(A), which misses
 //                 the cross terms dB_i dA_i), truncated to rank r by SVD and split
 //                 B' = U_r S_r^1/2, A' = S_r^1/2 V_r^T, so B'A' is M's best rank-r
@@ -18,11 +22,12 @@
 //                 rescales A and B while it keeps their product. Tensors that are not half
 //                 of a LoRA pair are averaged as in fedavg. stats.reconstruction_error: the
 //                 relative ||M - B'A'||_F / ||M||_F per module (max, mean, worst module).
-//   trimmed_mean  coordinate-wise: of the n values drop floor(trim_ratio * n) at each end,
-//                 average the rest.
-//   median        coordinate-wise median (the mean of the two middle values for even n).
-//                 Both robust modes ignore the weights: a weight is the worker's own claim
-//                 (samples), and a robust rule must not let one worker buy influence.
+//   trimmed_mean  coordinate-wise over the discounted deltas s_i delta_i: of the n values drop
+//                 floor(trim_ratio * n) at each end, average the rest.
+//   median        coordinate-wise median of s_i delta_i (the mean of the two middle values for
+//                 even n). Both robust modes ignore the weights: a weight is the worker's own
+//                 claim (samples), and a robust rule must not let one worker buy influence.
+//                 The discount is the proxy's own measure (versions behind), so they honour it.
 // Then the outer step: without momentum next = global + lr * d. With server_momentum mu > 0
 // (DiLoCo-style Nesterov, d taken as the negative outer gradient):
 //   m <- mu m + d;   next = global + lr (d + mu m)
@@ -64,11 +69,12 @@ struct AggregateInput {
   const std::vector<codec::Tensor>* global = nullptr;
   std::vector<const std::vector<codec::Tensor>*> deltas;  // each: the adapter's names and shapes
   std::vector<double> weights;                             // one per delta, > 0
+  std::vector<double> discounts;                           // one per delta in (0, 1]; empty = all 1
 };
 
 struct AggregateResult {
   std::vector<codec::Tensor> next;
-  // mode, updates, total_weight, step_norm (|d|), delta_norm (|next - global|), and per mode:
+  // mode, updates, total_weight, discount (sum(w_i s_i) / sum(w_i)), step_norm (|d|), delta_norm (|next - global|), and per mode:
   // trimmed_per_side; reconstruction_error {max, mean, worst}; server_momentum,
   // momentum_norm, outer_steps.
   nlohmann::json stats;

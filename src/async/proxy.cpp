@@ -230,7 +230,7 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   }
   Pending u;
   u.meta = {worker, id, sha256_hex(*body), h.payload_sha256, body->size(), h.base_version, staleness, h.steps, h.samples,
-            static_cast<double>(h.samples) * std::pow(1.0 + staleness, -agg.staleness_exponent),
+            static_cast<double>(h.samples), std::pow(1.0 + staleness, -agg.staleness_exponent),
             h.reward_mean, h.accuracy, norm, h.signer};
   u.delta = std::move(*delta);
   cursors_[worker] = id;
@@ -250,6 +250,7 @@ bool Proxy::publish() {
   for (auto& u : accepted_) {
     in.deltas.push_back(&u.delta);
     in.weights.push_back(u.meta.weight);
+    in.discounts.push_back(u.meta.discount);
   }
   OuterState outer = outer_;  // becomes the state only if this version is published
   AggregateResult agg;
@@ -351,24 +352,43 @@ void Proxy::collect_garbage() {
     if (o.key.size() < 17 || (o.key.compare(17, 8, "adapter-") != 0 && o.key.compare(17, 6, "outer-") != 0)) continue;
     payloads[std::strtoll(o.key.c_str() + 8, nullptr, 10)].push_back(o.key);
   }
+  // A version is done only when its manifest was read and every removal succeeded; the first
+  // that is not stays in the range of the next pass (a failed read or remove is retried, not
+  // skipped for good), and each failure is counted (bucketrl_proxy_gc_failures_total).
+  int64_t first_incomplete = INT64_MAX;
+  auto remove = [&](const std::string& key, int64_t v, bool count) {
+    if (auto st = store_->remove(key); !st) {
+      ++counters_.gc_failures;
+      first_incomplete = std::min(first_incomplete, v);
+      LOG_WARN("proxy: garbage collection could not remove {} (retried at the next collection): {}", key, st.to_string());
+      return;
+    }
+    if (count) ++counters_.collected;
+  };
   for (auto& [v, keys] : payloads) {
     if (v > gc_through_ && v < keep_from && !pinned.count(v)) {
       auto m = protocol::read_manifest(*store_, v);
-      if (!m) continue;
+      if (!m) {
+        ++counters_.gc_failures;
+        first_incomplete = std::min(first_incomplete, v);
+        LOG_WARN("proxy: garbage collection could not read manifest v{} (retried at the next collection): {}", v,
+                 m.status().to_string());
+        continue;
+      }
       // Updates folded (or rejected) into an old version are no longer needed: the manifest
       // keeps their ids and hashes.
-      for (auto& u : m->updates) (void)store_->remove(protocol::update_key(u.worker, u.id));
-      for (auto& r : m->rejected) (void)store_->remove(protocol::update_key(r.worker, r.id));
-      for (auto& k : keys) (void)store_->remove(k), ++counters_.collected;
+      for (auto& u : m->updates) remove(protocol::update_key(u.worker, u.id), v, false);
+      for (auto& r : m->rejected) remove(protocol::update_key(r.worker, r.id), v, false);
+      for (auto& k : keys) remove(k, v, true);
     } else if (v < version_) {
       // Orphans: payloads of a version whose manifest names another (a lost publish race).
       auto m = protocol::read_manifest(*store_, v);
       if (m)
         for (auto& k : keys)
-          if (k != m->payload_key && k != outer_state_key_of(*m)) (void)store_->remove(k), ++counters_.collected;
+          if (k != m->payload_key && k != outer_state_key_of(*m)) remove(k, v, true);
     }
   }
-  gc_through_ = std::max(gc_through_, keep_from - 1);
+  gc_through_ = std::max(gc_through_, std::min(keep_from, first_incomplete) - 1);
   // A writer killed mid-put leaves its temporary file in a directory bucket (never listed,
   // never read): without this they pile up, one per crash, payload-sized.
   if (opt_.bucket.rfind("s3://", 0) != 0)

@@ -54,6 +54,7 @@ struct WorkerHealth {
 
 struct ProxyCounters {
   int64_t published = 0, accepted = 0, rejected = 0, polls = 0, collected = 0;
+  int64_t gc_failures = 0;  // manifest reads and removals that failed during garbage collection
   std::map<std::string, int64_t> rejected_by_reason;
 };
 

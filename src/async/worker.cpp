@@ -166,16 +166,38 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
                              static_cast<uint64_t>(protocol::now_ms())) & 0x3fffffff);
   grpo::GrpoTrainer trainer(m, ses.tokenizer, *ses.task, g, opt.shard, opt.num_shards, ses.reward_weights);
 
+  WorkerSummary sum;
   int64_t version = -1;
   std::vector<codec::Tensor> anchor;
+  // The proxy's verdicts on this worker's updates are in the manifests (rejected: worker, id,
+  // reason): read those of the versions since the last adopted one, so a rejection is logged,
+  // counted and sent in the heartbeat rather than known only to the proxy.
+  constexpr int64_t kRejectionLookback = 64;  // versions read at most per adoption
+  auto note_rejections = [&](int64_t from, int64_t to) {
+    for (int64_t v = std::max(from + 1, to - kRejectionLookback + 1); v <= to; ++v) {
+      auto man = protocol::read_manifest(*store, v);
+      if (!man) continue;  // collected already, or unreadable: the proxy's own log has it
+      for (auto& r : man->rejected) {
+        if (r.worker != id) continue;
+        ++sum.rejected;
+        sum.last_rejection = "update " + r.id + ": " + r.reason;
+        LOG_WARN("worker {}: the proxy rejected update {} (in v{}): {}", id, r.id, v, r.reason);
+      }
+    }
+  };
   auto adopt = [&](int64_t v) {
+    if (version >= 0) note_rejections(version, v);
     auto man = protocol::read_manifest(*store, v).value();
     auto bytes = protocol::read_payload(*store, man).value();
     auto t = protocol::decode_adapter(bytes, store->describe() + "/" + man.payload_key).value();
     assign(m, t, man.payload_key);
     anchor = std::move(t);
     version = v;
-    beater.update([&](protocol::Heartbeat& h) { h.version = v; });
+    beater.update([&](protocol::Heartbeat& h) {
+      h.version = v;
+      h.updates_rejected = sum.rejected;
+      if (!sum.last_rejection.empty()) h.last_error = "rejected " + sum.last_rejection;
+    });
   };
   adopt(protocol::newest_version(*store).value());
   LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id, run.run_id, version,
@@ -199,7 +221,6 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   copt.zstd_level = cfg.sync.zstd_level;
   codec::ErrorFeedback feedback;
 
-  WorkerSummary sum;
   Window win;
   std::string log_lines;
   auto flush_logs = [&] {
@@ -332,8 +353,8 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   }
   flush_logs();
   beater.update([](protocol::Heartbeat& h) { h.state = "stopped"; });
-  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes), {} adoptions, {:.1f} s at the barrier", id,
-           sum.steps, sum.updates, sum.bytes_uploaded, sum.adopted, sum.waited_s);
+  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes, {} rejected), {} adoptions, {:.1f} s at the barrier", id,
+           sum.steps, sum.updates, sum.bytes_uploaded, sum.rejected, sum.adopted, sum.waited_s);
   return sum;
 }
 

@@ -88,6 +88,7 @@ obs::ProxyLive live_state(const async::Proxy& p) {
   l.accepted = c.accepted;
   l.rejected = c.rejected;
   l.polls = c.polls;
+  l.gc_failures = c.gc_failures;
   l.rejected_by_reason = c.rejected_by_reason;
   for (auto& [name, w] : p.workers()) l.workers[name] = {w.beat, w.health};
   return l;

@@ -64,7 +64,7 @@ ConfigTable AggregationConfig::table() {
   ConfigTable t("aggregation");
   t.add("mode", &mode, "fedavg | exact | trimmed_mean | median")
       .add("max_staleness", &max_staleness, "reject deltas whose base version is more than this behind")
-      .add("staleness_exponent", &staleness_exponent, "weight = samples * (1 + staleness)^-exponent")
+      .add("staleness_exponent", &staleness_exponent, "an update's step is scaled by (1 + staleness)^-exponent")
       .add("server_learning_rate", &server_learning_rate, "global += lr * weighted mean delta")
       .add("server_momentum", &server_momentum, "Nesterov momentum of the outer step (0 = off)")
       .add("trim_ratio", &trim_ratio, "trimmed_mean: fraction of the updates dropped at each end")

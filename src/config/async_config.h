@@ -43,7 +43,7 @@ struct AggregationConfig {
   // fedavg | exact | trimmed_mean | median (src/async/aggregate.h says what each computes)
   std::string mode = "fedavg";
   int max_staleness = 8;           // reject deltas whose base is more versions behind
-  double staleness_exponent = 0.5; // weight = samples * (1 + staleness)^-exponent
+  double staleness_exponent = 0.5; // an update's step is scaled by (1 + staleness)^-exponent
   double server_learning_rate = 1.0;  // global += lr * weighted mean delta
   double server_momentum = 0;      // Nesterov momentum of the outer step (0 = off, e.g. 0.9)
   double trim_ratio = 0.2;         // trimmed_mean: fraction of the updates dropped at each end

@@ -133,6 +133,8 @@ std::string Monitor::metrics() const {
   p.family("bucketrl_updates_rejected_total", "counter", "worker updates this proxy rejected, by reason");
   for (auto& [reason, n] : live_.rejected_by_reason) p.sample(static_cast<double>(n), {{"reason", reason}});
   p.family("bucketrl_proxy_polls_total", "counter", "bucket polls of this proxy").sample(static_cast<double>(live_.polls));
+  p.family("bucketrl_proxy_gc_failures_total", "counter", "manifest reads and removals that failed in garbage collection (retried)")
+      .sample(static_cast<double>(live_.gc_failures));
   p.family("bucketrl_bytes_in_total", "counter", "bytes of the worker updates folded into versions published since this proxy started")
       .sample(static_cast<double>(bytes_in_));
   p.family("bucketrl_aggregation_seconds", "summary", "time to aggregate a version (since this proxy started)")

@@ -30,6 +30,7 @@ struct WorkerLive {
 struct ProxyLive {
   int64_t version = -1;
   int64_t published = 0, accepted = 0, rejected = 0, polls = 0;  // by this proxy process
+  int64_t gc_failures = 0;
   std::map<std::string, int64_t> rejected_by_reason;
   std::map<std::string, WorkerLive> workers;
 };

@@ -79,7 +79,7 @@ nlohmann::json Manifest::to_json() const {
   for (auto& u : updates) {
     ups.push_back({{"worker", u.worker}, {"id", u.id}, {"sha256", u.sha256}, {"payload_sha256", u.payload_sha256}, {"size", u.size},
                    {"base_version", u.base_version}, {"staleness", u.staleness}, {"steps", u.steps},
-                   {"samples", u.samples}, {"weight", u.weight}, {"reward_mean", u.reward_mean}, {"accuracy", u.accuracy},
+                   {"samples", u.samples}, {"weight", u.weight}, {"discount", u.discount}, {"reward_mean", u.reward_mean}, {"accuracy", u.accuracy},
                    {"norm", u.norm}});
     if (!u.signer.empty()) ups.back()["signer"] = u.signer;
   }
@@ -106,7 +106,7 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
       m.updates.push_back({u.at("worker").get<std::string>(), u.at("id").get<std::string>(), u.at("sha256").get<std::string>(),
                            u.at("payload_sha256").get<std::string>(), json_int<uint64_t>(u.at("size")), json_int<int64_t>(u.at("base_version")), json_int<int64_t>(u.at("staleness")),
                            json_int<int64_t>(u.at("steps")), json_int<int64_t>(u.at("samples")), u.at("weight").get<double>(),
-                           u.at("reward_mean").get<double>(), u.at("accuracy").get<double>(), u.value("norm", 0.0),
+                           u.value("discount", 1.0), u.at("reward_mean").get<double>(), u.at("accuracy").get<double>(), u.value("norm", 0.0),
                            u.value("signer", "")});
     for (auto& r : j.at("rejected"))
       m.rejected.push_back({r.at("worker").get<std::string>(), r.at("id").get<std::string>(), r.at("reason").get<std::string>()});
@@ -118,7 +118,8 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
 
 nlohmann::json Heartbeat::to_json() const {
   return {{"worker", worker}, {"host", host}, {"state", state}, {"pid", pid}, {"time_ms", time_ms},
-          {"step", step}, {"version", version}, {"updates", updates}, {"samples_per_s", samples_per_s},
+          {"step", step}, {"version", version}, {"updates", updates}, {"updates_rejected", updates_rejected},
+          {"samples_per_s", samples_per_s},
           {"reward_mean", reward_mean}, {"accuracy", accuracy}, {"bytes_uploaded", bytes_uploaded},
           {"last_error", last_error}};
 }
@@ -133,6 +134,7 @@ Result<Heartbeat> Heartbeat::parse(std::string_view text, const std::string& lab
     h.step = json_int(j, "step", int64_t{0});
     h.version = json_int(j, "version", int64_t{0});
     h.updates = json_int(j, "updates", int64_t{0});
+    h.updates_rejected = json_int(j, "updates_rejected", int64_t{0});
     h.samples_per_s = j.value("samples_per_s", 0.0);
     h.reward_mean = j.value("reward_mean", 0.0);
     h.accuracy = j.value("accuracy", 0.0);

@@ -41,7 +41,9 @@ struct FoldedUpdate {
   std::string payload_sha256;      // of the delta alone: the same delta under another id is a replay
   uint64_t size = 0;
   int64_t base_version = 0, staleness = 0, steps = 0, samples = 0;
-  double weight = 0, reward_mean = 0, accuracy = 0;
+  double weight = 0;               // relative weight in the fold: samples
+  double discount = 1;             // staleness discount on its step (1 + staleness)^-exponent
+  double reward_mean = 0, accuracy = 0;
   double norm = 0;                 // L2 norm of the decoded delta (0: unknown, older manifests)
   std::string signer{};            // "ed25519:<base64>" of a signed update, else ""
 };
@@ -71,6 +73,7 @@ struct Manifest {
 struct Heartbeat {
   std::string worker, host, state;    // state: starting | training | uploading | stopped | error
   int64_t pid = 0, time_ms = 0, step = 0, version = 0, updates = 0;
+  int64_t updates_rejected = 0;  // of its updates, those the proxy rejected (as the worker read them)
   double samples_per_s = 0, reward_mean = 0, accuracy = 0;
   uint64_t bytes_uploaded = 0;
   std::string last_error;

@@ -191,7 +191,8 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
       if (x.folded) {
         EXPECT_LE(x.u.base_version, v_cut + 1) << id;  // it could adopt nothing while cut off
         EXPECT_GE(x.u.staleness, 1) << id;
-        EXPECT_NEAR(x.u.weight, x.u.samples * std::pow(1.0 + x.u.staleness, -cfg.aggregation.staleness_exponent), 1e-6) << id;
+        EXPECT_EQ(x.u.weight, x.u.samples) << id;
+        EXPECT_NEAR(x.u.discount, std::pow(1.0 + x.u.staleness, -cfg.aggregation.staleness_exponent), 1e-6) << id;
       } else {
         EXPECT_EQ(x.reason.rfind("stale:", 0), 0u) << id << ": " << x.reason;
       }

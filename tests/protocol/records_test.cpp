@@ -238,14 +238,19 @@ TEST(Update, IntegerHeaderFieldsRefuseFloats) {
 }
 
 TEST(Records, ManifestRoundTripAndValidation) {
-  Manifest m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}});
+  Manifest m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 64, 0.7071, 0.25, 0.125}});
   m.rejected = {{"w2", "id2", "stale: too old"}};
   m.cursors = {{"w1", "id1"}, {"w2", "id2"}};
   auto back = Manifest::parse(m.to_json().dump(), "m");
   ASSERT_TRUE(back) << back.status().to_string();
   EXPECT_EQ(back->updates.size(), 1u);
   EXPECT_EQ(back->updates[0].payload_sha256, "p1");
-  EXPECT_DOUBLE_EQ(back->updates[0].weight, 60.5);
+  EXPECT_DOUBLE_EQ(back->updates[0].weight, 64);
+  EXPECT_DOUBLE_EQ(back->updates[0].discount, 0.7071);
+  EXPECT_DOUBLE_EQ(back->updates[0].reward_mean, 0.25);
+  auto old_manifest = m.to_json();  // written before discounts were recorded: no discount = 1
+  old_manifest["updates"][0].erase("discount");
+  EXPECT_DOUBLE_EQ(Manifest::parse(old_manifest.dump(), "m").value().updates[0].discount, 1.0);
   EXPECT_EQ(back->updates[0].norm, 0);  // not recorded: unknown
   EXPECT_EQ(back->updates[0].signer, "");
   m.updates[0].norm = 1.5;
@@ -270,7 +275,7 @@ TEST(Records, ManifestRoundTripAndValidation) {
 // Integer fields hold JSON integers that fit: 1e300 was a float -> int64 cast, undefined
 // behaviour (fuzz/records_fuzz, regression input fuzz/corpus/records/heartbeat_time_1e39).
 TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRange) {
-  auto m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 60.5, 0.25, 0.125}}).to_json();
+  auto m = manifest(4, {{"w1", "id1", "s1", "p1", 10, 3, 1, 5, 64, 64, 0.7071, 0.25, 0.125}}).to_json();
   for (const char* v : {"1e300", "4.0", "-1e300"}) {
     auto j = m;
     j["version"] = nlohmann::json::parse(v);
@@ -411,7 +416,7 @@ TEST(Verify, AccountsForEveryUpdateObject) {
   ASSERT_TRUE(publish_version(*b.s, m0, encode_adapter(adapter(0))).is_ok());
   const std::string folded = make_update_id(1000, 1), rejected = make_update_id(2000, 2), skipped = make_update_id(1500, 3),
                     pending = make_update_id(3000, 4);
-  Manifest m1 = manifest(1, {FoldedUpdate{"w1", folded, "s1", "p1", 10, 0, 0, 1, 64, 64, 0, 0}});
+  Manifest m1 = manifest(1, {FoldedUpdate{"w1", folded, "s1", "p1", 10, 0, 0, 1, 64, 64, 1, 0, 0}});
   m1.rejected = {{"w1", rejected, "stale: too old"}};
   m1.cursors = {{"w1", rejected}};
   ASSERT_TRUE(publish_version(*b.s, m1, encode_adapter(adapter(1))).is_ok());
