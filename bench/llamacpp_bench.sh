@@ -27,5 +27,6 @@ for shape in "${shapes[@]}"; do
     rm -rf "$hf"  # only the GGUF is needed again
   fi
   echo "== llama.cpp $shape $OUTTYPE threads $THREADS"
-  "$LLAMACPP_BIN/llamacpp-bench" "$gguf" --threads "$THREADS" --prompt 64 --gen 32 --group 8 --reps "$REPS"
+  # The KV cache in the weights' type, as bucketrl keeps it (F32 weights: F32 cache; BF16: BF16).
+  "$LLAMACPP_BIN/llamacpp-bench" "$gguf" --threads "$THREADS" --prompt 64 --gen 32 --group 8 --reps "$REPS" --kv "$OUTTYPE"
 done

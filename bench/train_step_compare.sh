@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GRPO+LoRA training step, bucketrl (build/train_step_bench) beside the same step in
 # PyTorch (bench/train_step_torch.py on the .venv's torch, the same libtorch we link), with
-# glibc's allocator and with tcmalloc preloaded. Runs the sides in turn, ROUNDS times, and
-# prints medians and ratios as a Markdown table (raw JSON lines in $OUT, default /tmp).
-#   [REPS=3] bench/train_step_compare.sh [ROUNDS] [SHAPE...]   (default: 3 demo small qwen2.5-0.5b)
+# glibc's allocator and with tcmalloc preloaded. Runs the sides in turn, ROUNDS times
+# (interleaved: machine noise hits every side alike), and prints medians and the ratio of each
+# round's pair as median (min-max) in a Markdown table (raw JSON lines in $OUT, default /tmp).
+#   [REPS=3] bench/train_step_compare.sh [ROUNDS] [SHAPE...]   (default: 5 demo small qwen2.5-0.5b)
 # Needs: scripts/setup.sh; cmake --build build --target train_step_bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${1:-3}
+ROUNDS=${1:-5}
 shift || true
 SHAPES=("$@")
 [[ ${#SHAPES[@]} -gt 0 ]] || SHAPES=(demo small qwen2.5-0.5b)
@@ -39,10 +40,15 @@ for shape in dict.fromkeys(r["shape"] for r in rows):
     ours = [r for r in rows if r["shape"] == shape and r["impl"] == "bucketrl"]
     pt = {a: [r["tokens_per_second"] for r in rows if r["shape"] == shape and r["impl"] == "pytorch" and r["allocator"] == a]
           for a in ("glibc", "tcmalloc")}
-    o = med([r["tokens_per_second"] for r in ours])
+    ours_tps = [r["tokens_per_second"] for r in ours]
+    o = med(ours_tps)
     frac = med([r["fraction_of_ceiling"] for r in ours])
     ceil = med([r["gemm_ceiling_gflops"] for r in ours])
-    cells = [f"{med(pt[a]):.0f} | {o / med(pt[a]):.2f}x" if pt[a] else "- | -" for a in ("glibc", "tcmalloc")]
+    def cell(a):
+        if not pt[a]: return "- | -"
+        ratios = [x / y for x, y in zip(ours_tps, pt[a])]  # round i of each side: run back to back
+        return f"{med(pt[a]):.0f} | {med(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}, {len(ratios)} rounds)"
+    cells = [cell(a) for a in ("glibc", "tcmalloc")]
     r0 = ours[0]
     print(f"| {shape} | {r0['batch']} x {r0['prompt'] + r0['completion']} | {o:.0f} | {100 * frac:.0f} % of {ceil:.0f} GFLOP/s | {cells[0]} | {cells[1]} |")
 PY

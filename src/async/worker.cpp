@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -232,9 +233,12 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   auto wait_for_version = [&](int64_t v) {
     beater.update([](protocol::Heartbeat& h) { h.state = "waiting"; });
     auto tw = Clock::now();
+    // As often as the proxy polls (at most every 100 ms): the barrier then costs at most one
+    // poll interval on each side, and a benchmark can make both short.
+    const auto poll = std::chrono::duration<double>(std::clamp(cfg.proxy.poll_interval_s, 0.005, 0.1));
     while (!stop.load()) {
       if (auto nv = protocol::newest_version(*store); nv && *nv > v) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(poll);
     }
     sum.waited_s += since(tw);
   };
@@ -308,15 +312,16 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     if (opt.max_steps > 0 && sum.steps >= opt.max_steps) break;
     if (opt.time_limit_s > 0 && since(t0) > opt.time_limit_s) break;
     auto ts = Clock::now();
+    const double waited_before = sum.waited_s;
     auto s = trainer.step();
-    if (opt.slowdown > 1) std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * since(ts)));
+    const double step_s = since(ts);
     ++sum.steps;
     samples_total += s.samples;
     win.add(s);
     log_lines += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id}, {"step", sum.steps},
                                 {"version", version}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
                                 {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl},
-                                {"completion_length", s.completion_length}, {"seconds", since(ts)}}
+                                {"completion_length", s.completion_length}, {"seconds", step_s}}
                      .dump() +
                  "\n";
     double rate = samples_total / std::max(1e-9, since(train_start));
@@ -333,6 +338,11 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
       sync();
       last_sync = Clock::now();
     }
+    // A straggler for benchmarks: every busy second (the step and any upload, not the time
+    // waited at a barrier) is followed by slowdown - 1 idle ones, so its throughput is
+    // 1 / slowdown of what it would be (sleeping after the step alone made a 4x straggler ~2.7x).
+    if (opt.slowdown > 1)
+      std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (since(ts) - (sum.waited_s - waited_before))));
   }
   // A clean stop uploads what is left. When the bucket refuses it (disk full, access denied,
   // unreachable beyond the store's retries) more tries, 2 s apart for up to ~15 s, give a

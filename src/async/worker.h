@@ -21,7 +21,7 @@ struct WorkerOptions {
   int threads = 0;                // 0 = train.threads from the run
   double time_limit_s = 0;        // stop after this long (0 = until stopped)
   int64_t max_steps = 0;          // stop after this many steps (0 = no limit)
-  double slowdown = 1.0;          // tests/benchmarks: sleep (slowdown-1) x step time after each step
+  double slowdown = 1.0;          // tests/benchmarks: idle (slowdown-1) x busy time (step + upload)
   std::string signing_key;        // Ed25519 private key (PEM) file; "" = $BRL_SIGNING_KEY_FILE, else unsigned
 };
 

@@ -70,11 +70,18 @@ static double decode_group(struct llama_context *ctx, struct llama_batch *b, int
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--prompt P] [--gen N] [--group G] [--reps R]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--prompt P] [--gen N] [--group G] [--reps R] [--kv f32|f16|bf16]\n", argv[0]);
     return 2;
   }
   int n_threads = 2, P = 64, N = 32, G = 8, R = 5;
+  enum ggml_type kv = GGML_TYPE_F32;
   for (int i = 2; i < argc; ++i) {
+    if (!strcmp(argv[i], "--kv") && i + 1 < argc) {
+      const char *t = argv[++i];
+      kv = !strcmp(t, "f32") ? GGML_TYPE_F32 : !strcmp(t, "f16") ? GGML_TYPE_F16 : !strcmp(t, "bf16") ? GGML_TYPE_BF16 : GGML_TYPE_COUNT;
+      if (kv == GGML_TYPE_COUNT) oracle_die("--kv must be f32, f16 or bf16, not", t);
+      continue;
+    }
     int *dst = !strcmp(argv[i], "--threads") ? &n_threads : !strcmp(argv[i], "--prompt") ? &P
              : !strcmp(argv[i], "--gen") ? &N : !strcmp(argv[i], "--group") ? &G
              : !strcmp(argv[i], "--reps") ? &R : NULL;
@@ -85,7 +92,7 @@ int main(int argc, char **argv) {
   struct llama_model *model = oracle_load_model(argv[1]);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   const int n_ctx = P + G * N + 64;
-  struct llama_context *ctx = oracle_context(model, n_ctx, P > G ? P : G, G, n_threads);
+  struct llama_context *ctx = oracle_context(model, n_ctx, P > G ? P : G, G, n_threads, kv);
   llama_memory_t mem = llama_get_memory(ctx);
   struct llama_batch b = llama_batch_init(P > G ? P : G, 0, 1);
   unsigned rng = 12345u;
@@ -105,7 +112,8 @@ int main(int argc, char **argv) {
   int k = R < 64 ? R : 64;
   memcpy(spp, pp, sizeof(double) * k), memcpy(sd1, d1, sizeof(double) * k), memcpy(sdg, dg, sizeof(double) * k);
   printf("prompt%d %.1f\ndecode1 %.1f\ndecode%d %.1f\n", P, median(pp, R), median(d1, R), G, median(dg, R));
-  printf("# threads %d, prompt %d, gen %d, group %d, reps %d; samples (tok/s):\n", n_threads, P, N, G, R);
+  printf("# threads %d, prompt %d, gen %d, group %d, reps %d, kv %s; samples (tok/s):\n", n_threads, P, N, G, R,
+         ggml_type_name(kv));
   printf("#   prompt:");
   for (int i = 0; i < k; ++i) printf(" %.1f", spp[i]);
   printf("\n#   decode1:");

@@ -39,8 +39,10 @@ static struct llama_model *oracle_load_model(const char *path) {
   return model;
 }
 
+/* kv_type: the KV cache's element type (GGML_TYPE_F32, _F16 or _BF16); bench.c sets it to the
+ * weights' type, which is what bucketrl's cache holds (src/model/kv_cache.h). */
 static struct llama_context *oracle_context(struct llama_model *model, int n_ctx, int n_batch,
-                                            int n_seq, int n_threads) {
+                                            int n_seq, int n_threads, enum ggml_type kv_type) {
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = (uint32_t)n_ctx;
   cp.n_batch = (uint32_t)n_batch;
@@ -49,8 +51,8 @@ static struct llama_context *oracle_context(struct llama_model *model, int n_ctx
   cp.n_threads = n_threads;
   cp.n_threads_batch = n_threads;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
+  cp.type_k = kv_type;
+  cp.type_v = kv_type;
   cp.no_perf = 1;
   /* one cache for all sequences, so a group's copies of a prompt share its cells */
   cp.kv_unified = n_seq > 1;
