@@ -5,9 +5,12 @@
 # barrier polling every POLL s in both, and two settings interleaved rep by rep: no straggler
 # (every worker at full speed) and one worker made SLOW times slower (after each busy stretch,
 # step plus upload, it idles SLOW - 1 times as long, so it uses no more CPU). Reports, per
-# setting and mode, the median and range of the time to the held-out accuracy target, the
+# setting and mode, the median and range of the time to the held-out accuracy target (from
+# the run's start to the publication of the first version evaluated at the target; the
+# evaluator runs back to back, --eval-interval 0, and its lag is not counted), the
 # versions, the straggler's measured slowdown (the others' median samples/s over its own, from
-# the heartbeats), and async / sync of the medians.
+# the heartbeats; in sync mode ~1 by design: the barrier paces everyone at the straggler's
+# rate), and async / sync of the medians.
 #   bench/sync_vs_async.sh [REPS]     (default 5: REPS x 2 settings x 2 modes runs, interleaved)
 #   env: OUT (runs/sync-bench), WORKERS (4), SLOW (4), STEPS (K = 4), TARGET (0.9), POLL (0.05),
 #        LR (1e-4: ten times below the demo's, so that reaching the target takes many
@@ -34,7 +37,7 @@ for ((r = 1; r <= REPS; ++r)); do
       log=$OUT/$mode-slow$straggler-$r.log
       echo "== rep $r: $mode, $WORKERS workers, slowdown ${slow[*]}, upload every $STEPS steps, polls every $POLL s"
       demo_run "$log" --out "$OUT" --workers "$WORKERS" --slowdown "${slow[@]}" "${flag[@]}" \
-        --target-accuracy "$TARGET" --time-limit "$LIMIT" --http off --set grpo.learning_rate="$LR" \
+        --target-accuracy "$TARGET" --time-limit "$LIMIT" --http off --eval-interval 0 --set grpo.learning_rate="$LR" \
         --set sync.sync_steps="$STEPS" --set sync.sync_interval_s=1e9 --set proxy.poll_interval_s="$POLL"
       tail -3 "$log"
       summary=$(demo_summary "$OUT")
@@ -54,7 +57,7 @@ python3 - "$results" "$TARGET" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 inf = float("inf")
-def t(r): return r["seconds_to_target"] if r["seconds_to_target"] >= 0 else inf
+def t(r): return r["version_seconds_to_target"] if r["version_seconds_to_target"] >= 0 else inf
 print(f"\n{'straggler':>9} {'mode':6} {'runs':>4} {'reached':>7} {'s to target: median (range)':>28} {'versions':>8} {'its slowdown':>12}")
 med = {}
 for s in sorted({r["straggler"] for r in rows}):

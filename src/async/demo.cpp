@@ -90,7 +90,7 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
                    {"base_cached", sum.base.cached}, {"pretrain_seconds", sum.base.seconds},
                    {"initial_accuracy", r.initial_accuracy}, {"final_accuracy", r.final_accuracy},
                    {"best_accuracy", r.best_accuracy}, {"target_accuracy", opt.target_accuracy},
-                   {"seconds_to_target", r.seconds_to_target}, {"run_seconds", r.seconds},
+                   {"seconds_to_target", r.seconds_to_target}, {"version_seconds_to_target", r.version_seconds_to_target}, {"run_seconds", r.seconds},
                    {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
                    {"versions", r.versions}, {"updates", r.updates}, {"verify_ok", r.verify.ok()}};
   write_file((fs::path(cfg.train.output_dir) / "summary.json").string(), j.dump(2) + "\n");

@@ -133,6 +133,7 @@ std::string export_adapter(const std::string& bucket, int64_t version, const std
 
 LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop) {
   auto t0 = Clock::now();
+  const int64_t t0_ms = protocol::now_ms();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   cfg.validate();
   if (opt.workers < 1) throw UserError("run: --workers " + std::to_string(opt.workers) + " must be >= 1");
@@ -233,6 +234,8 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
           if (opt.target_accuracy > 0 && e->accuracy >= opt.target_accuracy) {
             target_hit = true;
             sum.seconds_to_target = elapsed();
+            if (auto m = protocol::read_manifest(*store, e->version); m)
+              sum.version_seconds_to_target = static_cast<double>(m->created_ms - t0_ms) / 1000.0;
           }
         }
     }

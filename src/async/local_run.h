@@ -29,7 +29,10 @@ struct LocalRunOptions {
 struct LocalRunSummary {
   int64_t versions = 0, updates = 0;
   double initial_accuracy = -1, final_accuracy = -1, best_accuracy = -1, seconds = 0;
-  double seconds_to_target = -1;
+  double seconds_to_target = -1;  // when the launcher saw an evaluation at the target
+  // From the run's start to the publication of the version that evaluation scored: free of
+  // the evaluator's interval and lag (what a training-speed comparison should use).
+  double version_seconds_to_target = -1;
   std::string bucket, adapter_dir;
   protocol::VerifyReport verify;
 };

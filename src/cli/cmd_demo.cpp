@@ -44,6 +44,8 @@ brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA ove
   app.add_option("--workers", o.workers, "worker processes (0 = one process, no bucket)")->capture_default_str();
   app.add_flag("--sync", o.sync, "the synchronous baseline: a barrier per round (sync.mode = sync)");
   app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
+  app.add_option("--eval-interval", o.eval_interval_s, "seconds between the evaluator's held-out evaluations (at least)")
+      ->capture_default_str();
   app.add_option("--set", o.overrides, "override a run config key (section.key=value)");
   o.http = brl::obs::kDefaultProxyHttp;
   app.add_option("--http", o.http, "the proxy's live dashboard on ADDR:PORT (off: none)")->capture_default_str();
