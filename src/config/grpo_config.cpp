@@ -6,6 +6,14 @@
 
 namespace brl::grpo {
 
+bool is_loss_type(const std::string& t) {
+  for (const char* k : {"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo"})
+    if (t == k) return true;
+  return false;
+}
+
+bool normalizes_by_batch_tokens(const std::string& t) { return t == "dapo" || t == "cispo"; }
+
 ConfigTable GrpoConfig::table() {
   ConfigTable t("grpo");
   t.add("num_generations", &num_generations, "completions per prompt (G), >= 2")
@@ -29,7 +37,14 @@ ConfigTable GrpoConfig::table() {
       .add("epsilon", &epsilon, "lower clip of the importance ratio")
       .add("epsilon_high", &epsilon_high, "upper clip (default: epsilon)")
       .add("num_iterations", &num_iterations, "optimisation passes per generation batch")
-      .add("loss_type", &loss_type, "grpo | bnpo | dr_grpo | dapo")
+      .add("loss_type", &loss_type, "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo")
+      .add("importance_sampling_level", &importance_sampling_level, "token | sequence (GSPO: one ratio per sequence)")
+      .add("delta", &delta, "two-sided clip: cap the unclipped ratio at delta (off by default; > 1 + epsilon_high)")
+      .add("sapo_temperature_pos", &sapo_temperature_pos, "sapo: gate temperature for positive advantages")
+      .add("sapo_temperature_neg", &sapo_temperature_neg, "sapo: gate temperature for the others")
+      .add("off_policy_mask_threshold", &off_policy_mask_threshold,
+           "drop negative-advantage sequences whose mean log-prob drift exceeds this (off by default)")
+      .add("use_bias_correction_kl", &use_bias_correction_kl, "multiply the k3 KL term by the importance ratio")
       .add("scale_rewards", &scale_rewards, "group | batch | none")
       .add("reward_weights", &reward_weights, "weight per reward function")
       .add("mask_truncated_completions", &mask_truncated_completions, "drop completions that hit the length limit")
@@ -64,8 +79,15 @@ void GrpoConfig::validate() const {
   if (num_iterations < 1) fail("num_iterations (" + q(num_iterations) + ") must be >= 1");
   if (max_steps < 0) fail("max_steps (" + q(max_steps) + ") must be >= 0");
   if (!(warmup_ratio >= 0 && warmup_ratio <= 1)) fail("warmup_ratio (" + q(warmup_ratio) + ") must be in [0, 1]");
-  if (loss_type != "grpo" && loss_type != "bnpo" && loss_type != "dr_grpo" && loss_type != "dapo")
-    fail("loss_type '" + loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo");
+  if (!is_loss_type(loss_type)) fail("loss_type '" + loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo");
+  if (importance_sampling_level != "token" && importance_sampling_level != "sequence")
+    fail("importance_sampling_level '" + importance_sampling_level + "' is not one of token, sequence");
+  if (delta && !(*delta > 1 + eps_high()))
+    fail("delta (" + q(*delta) + ") must be > 1 + epsilon_high (" + q(1 + eps_high()) + ")", "or leave it unset: one-sided clipping");
+  if (!(sapo_temperature_pos > 0 && sapo_temperature_neg > 0))
+    fail("sapo temperatures (" + q(sapo_temperature_pos) + ", " + q(sapo_temperature_neg) + ") must be > 0");
+  if (off_policy_mask_threshold && !(*off_policy_mask_threshold > 0))
+    fail("off_policy_mask_threshold (" + q(*off_policy_mask_threshold) + ") must be > 0", "or leave it unset: no mask");
   if (scale_rewards != "group" && scale_rewards != "batch" && scale_rewards != "none")
     fail("scale_rewards '" + scale_rewards + "' is not one of group, batch, none");
   if (lr_scheduler_type != "linear" && lr_scheduler_type != "constant" && lr_scheduler_type != "cosine")

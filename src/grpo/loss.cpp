@@ -23,41 +23,73 @@ at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, const
 at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* stats) {
   const at::Tensor& logps = in.logps;  // [B, T]
   at::Tensor mask = in.mask.to(logps.dtype());
-  at::Tensor ratio = at::exp(logps - in.old_logps);                                  // [B, T]
-  at::Tensor clipped = at::clamp(ratio, 1.0 - opt.epsilon_low, 1.0 + opt.epsilon_high);
-  at::Tensor adv = in.advantages.to(logps.dtype()).unsqueeze(1);                    // [B, 1]
-  at::Tensor per_token = -at::min(ratio * adv, clipped * adv);                      // [B, T]
+  at::Tensor adv = in.advantages.to(logps.dtype()).unsqueeze(1);  // [B, 1]
+  at::Tensor log_ratio = logps - in.old_logps;                     // [B, T]
+  at::Tensor log_w;  // [B, T] per token, [B, 1] per sequence
+  if (opt.importance_sampling_level == "token") {
+    log_w = log_ratio;
+  } else if (opt.importance_sampling_level == "sequence") {
+    log_w = ((log_ratio * mask).sum(1) / mask.sum(1).clamp_min(1.0)).unsqueeze(1);
+  } else {
+    throw UserError("importance_sampling_level '" + opt.importance_sampling_level + "' is not one of token, sequence");
+  }
+  at::Tensor ratio = at::exp(log_w);
   at::Tensor kl;
   if (opt.beta != 0.0) {
     BRL_ASSERT(in.ref_logps.defined(), "beta > 0 needs reference log-probs");
     at::Tensor d = in.ref_logps - logps;
     kl = at::exp(d) - d - 1.0;  // k3: unbiased, always >= 0
-    per_token = per_token + opt.beta * kl;
+    if (opt.use_bias_correction_kl) kl = kl * ratio;
   }
-  at::Tensor masked = per_token * mask;
+  at::Tensor per_token;
+  const std::string& type = opt.loss_type;
+  if (type == "cispo") {
+    per_token = -at::clamp_max(ratio, opt.epsilon_high).detach() * adv * logps;
+  } else if (type == "grpo" || type == "bnpo" || type == "dr_grpo" || type == "dapo" || type == "luspo") {
+    at::Tensor clipped = at::clamp(ratio, 1.0 - opt.epsilon_low, 1.0 + opt.epsilon_high);
+    at::Tensor capped = opt.delta > 0 ? at::clamp_max(ratio, opt.delta) : ratio;
+    per_token = -at::min(capped * adv, clipped * adv);
+  } else if (type == "sapo") {
+    at::Tensor temp = at::where(adv > 0, at::full_like(adv, opt.sapo_temperature_pos), at::full_like(adv, opt.sapo_temperature_neg));
+    per_token = -(at::sigmoid(temp * (ratio - 1.0)) * 4.0 / temp) * adv;
+  } else {
+    throw UserError("loss_type '" + type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo");
+  }
+  if (opt.off_policy_mask_threshold > 0) {
+    at::Tensor seq_kl = ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
+    per_token = per_token * ((adv >= 0) | (seq_kl <= opt.off_policy_mask_threshold)).to(mask.dtype());
+  }
+  if (kl.defined()) per_token = per_token + opt.beta * kl;
+  at::Tensor masked = per_token * mask;  // [B, T] (a per-sequence term broadcasts over its tokens)
   at::Tensor loss;
-  if (opt.loss_type == "grpo") {
+  if (type == "grpo" || type == "sapo") {
     loss = (masked.sum(1) / mask.sum(1).clamp_min(1.0)).mean();
-  } else if (opt.loss_type == "bnpo") {
+  } else if (type == "bnpo") {
     loss = masked.sum() / mask.sum().clamp_min(1.0);
-  } else if (opt.loss_type == "dr_grpo") {
+  } else if (type == "dr_grpo") {
     BRL_ASSERT(opt.max_completion_length > 0, "dr_grpo needs max_completion_length");
     loss = masked.sum() / static_cast<double>(logps.size(0) * opt.max_completion_length);
-  } else if (opt.loss_type == "dapo") {
+  } else if (type == "luspo") {
+    loss = masked.sum(1).mean();
+  } else {  // dapo, cispo
     double n = opt.num_items_in_batch > 0 ? opt.num_items_in_batch : std::max(1.0, mask.sum().item<double>());
     loss = masked.sum() / n;
-  } else {
-    throw UserError("loss_type '" + opt.loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo");
   }
   if (stats) {
     at::NoGradGuard ng;
-    double ntok = std::max(1.0, mask.sum().item<double>());
-    // A token is clipped when the clipped branch is the one taken by min().
-    at::Tensor is_clipped = ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) | ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
+    // Means over the active tokens, or over the sequences for a per-sequence value (TRL's
+    // global_masked_mean).
+    auto masked_mean = [&](const at::Tensor& x) {
+      if (x.size(1) == 1 && mask.size(1) != 1) return x.to(mask.dtype()).mean().item<double>();
+      return (x.to(mask.dtype()) * mask).sum().item<double>() / std::max(1.0, mask.sum().item<double>());
+    };
+    // A token is clipped when the clipped branch is the one taken by min() (cispo: its cap bites).
+    at::Tensor is_clipped = type == "cispo" ? (ratio > opt.epsilon_high) & (adv > 0)
+                                            : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) | ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
     stats->loss = loss.item<double>();
-    stats->clip_ratio = (is_clipped.to(mask.dtype()) * mask).sum().item<double>() / ntok;
-    stats->mean_ratio = (ratio * mask).sum().item<double>() / ntok;
-    stats->kl = kl.defined() ? (kl * mask).sum().item<double>() / ntok : 0.0;
+    stats->clip_ratio = type == "sapo" ? 0.0 : masked_mean(is_clipped);
+    stats->mean_ratio = masked_mean(ratio);
+    stats->kl = kl.defined() ? masked_mean(kl) : 0.0;
   }
   return loss;
 }

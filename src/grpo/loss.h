@@ -1,11 +1,18 @@
-// The GRPO objective as pure tensor functions (DeepSeekMath; TRL's GRPOTrainer):
-// group-relative advantages, the clipped per-token surrogate, the k3 KL estimator, and the
-// four loss aggregations. Returns the loss plus detached statistics (torchtune's habit).
+// The GRPO objective as pure tensor functions (DeepSeekMath; TRL's GRPOTrainer._compute_loss,
+// in its order): group-relative advantages; the importance ratio per token or per sequence
+// (GSPO); the per-token objective of each loss type: the clipped surrogate (grpo, bnpo,
+// dr_grpo, dapo, luspo; with an optional two-sided cap `delta`, INTELLECT-2), CISPO's clipped
+// and detached weight on the log-prob (MiniMax-M1, ScaleRL), SAPO's soft sigmoid gate; the
+// off-policy sequence mask (DeepSeek-V3.2); the k3 KL estimator, optionally times the ratio
+// (use_bias_correction_kl); and each type's aggregation. Returns the loss plus detached
+// statistics (torchtune's habit).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <string>
+
+#include "config/grpo_config.h"  // is_loss_type, normalizes_by_batch_tokens
 
 namespace brl::grpo {
 
@@ -25,8 +32,14 @@ struct LossInputs {
 
 struct LossOptions {
   std::string loss_type = "dapo";
-  double epsilon_low = 0.2, epsilon_high = 0.2;
+  double epsilon_low = 0.2, epsilon_high = 0.2;  // cispo: epsilon_high caps the weight (ScaleRL: 5)
   double beta = 0.0;
+  bool use_bias_correction_kl = true;            // k3 KL times the importance ratio (TRL's default)
+  std::string importance_sampling_level = "token";  // token | sequence (GSPO: one ratio per sequence)
+  double delta = 0;                                  // > 0: cap the unclipped ratio at delta (two-sided)
+  double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;
+  double off_policy_mask_threshold = 0;  // > 0: drop negative-advantage sequences whose mean
+                                         // old - new log-prob exceeds it (DeepSeek-V3.2)
   int64_t max_completion_length = 0;  // dr_grpo's constant normalizer
   // dapo: active tokens over the whole generation batch (all micro-batches); <= 0 = this batch's.
   double num_items_in_batch = 0;

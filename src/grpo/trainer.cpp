@@ -128,6 +128,12 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
   lo.epsilon_low = cfg_.epsilon;
   lo.epsilon_high = cfg_.eps_high();
   lo.beta = cfg_.beta;
+  lo.use_bias_correction_kl = cfg_.use_bias_correction_kl;
+  lo.importance_sampling_level = cfg_.importance_sampling_level;
+  lo.delta = cfg_.delta.value_or(0);
+  lo.sapo_temperature_pos = cfg_.sapo_temperature_pos;
+  lo.sapo_temperature_neg = cfg_.sapo_temperature_neg;
+  lo.off_policy_mask_threshold = cfg_.off_policy_mask_threshold.value_or(0);
   lo.max_completion_length = cfg_.max_completion_length;
   lo.num_items_in_batch = total_tokens;
   const int64_t n_micro = (N + mb - 1) / mb;
@@ -144,8 +150,8 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
       in.mask = b.completion_mask.index_select(0, rows);
       LossStats ls;
       at::Tensor loss = grpo_loss(in, lo, &ls);
-      // dapo is already normalised by the whole batch's tokens; the others average micro-batches.
-      if (cfg_.loss_type != "dapo") loss = loss / static_cast<double>(n_micro);
+      // dapo and cispo are already normalised by the whole batch's tokens; the others average micro-batches.
+      if (!normalizes_by_batch_tokens(cfg_.loss_type)) loss = loss / static_cast<double>(n_micro);
       loss.backward();
       st.loss += loss.item<double>() / cfg_.num_iterations;
       st.kl += ls.kl / n_micro / cfg_.num_iterations;

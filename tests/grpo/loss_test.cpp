@@ -23,10 +23,9 @@ LossInputs batch() {
   in.mask = at::tensor({1.0, 1.0, 1.0, 1.0, 1.0, 0.0}, at::kDouble).view({2, 3});
   return in;
 }
-double loss_of(const std::string& type, double beta = 0, double nitems = 0) {
+double loss_of(const std::string& type, double beta = 0, double nitems = 0, LossOptions o = {}) {
   LossInputs in = batch();
   if (beta > 0) in.ref_logps = at::zeros({2, 3}, at::kDouble);
-  LossOptions o;
   o.loss_type = type;
   o.beta = beta;
   o.max_completion_length = 4;
@@ -44,10 +43,33 @@ TEST(GrpoLoss, EachLossTypeMatchesHandDerivation) {
 }
 
 TEST(GrpoLoss, K3KlTerm) {
-  // k3(logp) = exp(ref - logp) - (ref - logp) - 1 with ref = 0: 1/r + ln r - 1 per token.
-  double k = 0;
-  for (double r : {1.5, 0.5, 1.0, 1.1}) k += 1 / r + std::log(r) - 1;
-  EXPECT_NEAR(loss_of("bnpo", 0.1), (-0.6 + 0.1 * k) / 5, 1e-12);
+  // k3(logp) = exp(ref - logp) - (ref - logp) - 1 with ref = 0: 1/r + ln r - 1 per token;
+  // with use_bias_correction_kl (the default, as TRL) times the ratio: 1 + r ln r - r.
+  double k = 0, kr = 0;
+  for (double r : {1.5, 0.5, 1.0, 1.1}) k += 1 / r + std::log(r) - 1, kr += 1 + r * std::log(r) - r;
+  LossOptions plain;
+  plain.use_bias_correction_kl = false;
+  EXPECT_NEAR(loss_of("bnpo", 0.1, 0, plain), (-0.6 + 0.1 * k) / 5, 1e-12);
+  EXPECT_NEAR(loss_of("bnpo", 0.1), (-0.6 + 0.1 * kr) / 5, 1e-12);
+}
+
+TEST(GrpoLoss, NewerLossTypesMatchHandDerivation) {
+  // cispo, cap epsilon_high 1.2: -min(r, 1.2) A ln r per token, over the batch's 5 tokens:
+  // row 0 (A +1): -1.2 ln 1.5, -0.5 ln 0.5, 0; row 1 (A -1): +1.1 ln 1.1, 0.
+  LossOptions c;
+  c.epsilon_high = 1.2;
+  EXPECT_NEAR(loss_of("cispo", 0, 0, c), (-1.2 * std::log(1.5) - 0.5 * std::log(0.5) + 1.1 * std::log(1.1)) / 5, 1e-12);
+  // luspo: per-sequence sums, averaged over sequences: (-2.7 + 2.1) / 2.
+  EXPECT_NEAR(loss_of("luspo"), -0.3, 1e-12);
+  // Sequence-level ratios (GSPO): exp of the mean log-ratio, row 0 (1.5 * 0.5 * 1)^(1/3) = 0.75^(1/3),
+  // row 1 sqrt(1.1), both inside [0.8, 1.2]; bnpo over 5 tokens: (-3 r0 + 2 r1) / 5.
+  LossOptions g;
+  g.importance_sampling_level = "sequence";
+  EXPECT_NEAR(loss_of("bnpo", 0, 0, g), (-3 * std::cbrt(0.75) + 2 * std::sqrt(1.1)) / 5, 1e-12);
+  // sapo: -(4 / t) sigmoid(t (r - 1)) A, t = 1 for A > 0 and 1.05 otherwise; grpo's aggregation.
+  auto gate = [](double r, double t) { return 4 / t / (1 + std::exp(-t * (r - 1))); };
+  double row0 = -(gate(1.5, 1.0) + gate(0.5, 1.0) + gate(1.0, 1.0)) / 3, row1 = (gate(1.1, 1.05) + gate(1.0, 1.05)) / 2;
+  EXPECT_NEAR(loss_of("sapo"), (row0 + row1) / 2, 1e-12);
 }
 
 TEST(GrpoLoss, StatsCountClippedTokens) {
@@ -116,6 +138,20 @@ TEST(GrpoConfig, ValidationQuotesValues) {
     FAIL() << "expected an error";
   } catch (const brl::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("(8) must be divisible by num_generations (3)"), std::string::npos) << e.what();
+  }
+  for (auto [key, want] : std::vector<std::pair<std::string, std::string>>{
+           {"loss_type=vespo", "loss_type 'vespo' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo"},
+           {"importance_sampling_level=seq", "importance_sampling_level 'seq' is not one of token, sequence"},
+           {"delta=1.1", "delta (1.1) must be > 1 + epsilon_high (1.2)"},
+           {"off_policy_mask_threshold=-1", "off_policy_mask_threshold (-1) must be > 0"}}) {
+    GrpoConfig e;
+    e.table().set_from_override(key);
+    try {
+      e.validate();
+      ADD_FAILURE() << key << ": no error";
+    } catch (const brl::UserError& err) {
+      EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+    }
   }
   GrpoConfig d;
   auto t = d.table();

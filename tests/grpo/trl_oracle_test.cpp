@@ -14,10 +14,10 @@
 //   in float64 here, so |ours - TRL| <= 2^-23 |TRL| + 1e-12 per element (measured <= 4.6e-8 |TRL|).
 // Clip ratio: TRL counts tokens in float32, so 1e-6 absolute.
 //
-// Known difference (KlTermDiffersFromTrlDefaultBiasCorrection pins it): TRL 1.16 multiplies the
-// k3 term by the importance ratio by default (GRPOConfig.use_bias_correction_kl = True; DeepSeek-
-// V3.2's unbiased KL gradient); our grpo_loss does not and has no such knob. The beta > 0
-// comparisons therefore set use_bias_correction_kl = false on TRL's side, explicitly.
+// The newer objectives (TRL 1.16's names and defaults): cispo, sapo, luspo, sequence-level
+// importance sampling (GSPO), the two-sided cap delta, the off-policy sequence mask, and the KL
+// term with and without use_bias_correction_kl (TRL's default True; ours too). Each case's
+// settings go to both sides from one JSON object (options_of), so they cannot drift apart.
 // A missing Python or TRL is a failure naming scripts/setup.sh --test, not a skip.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -40,6 +40,9 @@ using nlohmann::json;
 namespace {
 
 constexpr double kLossTol = 1e-10;                   // relative, float64 both sides
+// sapo: TRL builds the gate temperatures with torch.where on Python floats, which gives float32
+// (1.05 -> 1.0499999523), while ours are float64: measured 3.7e-7 relative, so 1e-6.
+constexpr double kSapoTol = 1e-6;
 constexpr double kAdvRelTol = 1.0 / (1 << 23);       // one float32 rounding (2^-24) with margin
 constexpr double kClipTol = 1e-6;                    // TRL's token count is float32
 constexpr double kEpsLow = 0.2, kEpsHigh = 0.28;     // asymmetric, DAPO's recommendation
@@ -89,16 +92,42 @@ at::Tensor from_json(const json& j) {
 
 // ---- TRL, run once for all cases ---------------------------------------------------------------
 
-json loss_case(const Batch& b, const std::string& type, double beta) {
+// extra: more GRPOConfig settings (delta, importance_sampling_level, ...), given to both sides.
+json loss_case(const Batch& b, const std::string& type, double beta, const json& extra = json::object()) {
   json c = {{"loss_type", type}, {"beta", beta}, {"epsilon", kEpsLow}, {"epsilon_high", kEpsHigh},
             {"max_completion_length", kMaxLen}, {"num_generations", kG}, {"scale_rewards", "group"},
             {"completion_mask", to_json(b.mask)}, {"rewards", to_json(b.rewards)}, {"truncated", b.truncated},
             {"logps", to_json(b.logps)}, {"old_logps", to_json(b.old_logps)}};
   if (beta != 0) {
     c["ref_logps"] = to_json(b.ref_logps);
-    c["use_bias_correction_kl"] = false;  // ours has none (the known difference above)
+    c["use_bias_correction_kl"] = false;  // the plain k3 term; the default (true) has its own cases
   }
+  c.update(extra);
   return c;
+}
+
+// The newer objectives and knobs: name -> extra settings (type and beta in the name's case below).
+struct NewerCase {
+  std::string type;
+  double beta;
+  json extra;
+};
+const std::map<std::string, NewerCase>& newer_cases() {
+  static const std::map<std::string, NewerCase> cases = {
+      {"cispo", {"cispo", 0.0, {{"epsilon_high", 1.3}}}},  // a cap that bites on this batch (ScaleRL: 5)
+      {"cispo/beta", {"cispo", kBeta, {{"epsilon_high", 1.3}}}},
+      {"sapo", {"sapo", 0.0, json::object()}},
+      {"sapo/temps", {"sapo", 0.0, {{"sapo_temperature_pos", 0.7}, {"sapo_temperature_neg", 1.6}}}},
+      {"luspo/sequence", {"luspo", 0.0, {{"importance_sampling_level", "sequence"}}}},
+      {"luspo/token", {"luspo", 0.0, json::object()}},
+      {"gspo/grpo", {"grpo", 0.0, {{"importance_sampling_level", "sequence"}}}},
+      {"gspo/dapo/beta", {"dapo", kBeta, {{"importance_sampling_level", "sequence"}}}},
+      {"delta/dapo", {"dapo", 0.0, {{"delta", 1.5}}}},
+      {"opsm/bnpo", {"bnpo", 0.0, {{"off_policy_mask_threshold", 0.05}}}},
+      {"bias_kl/bnpo", {"bnpo", kBeta, {{"use_bias_correction_kl", true}}}},
+      {"bias_kl/grpo", {"grpo", kBeta, {{"use_bias_correction_kl", true}}}},
+  };
+  return cases;
 }
 
 std::string case_name(const std::string& type, double beta) { return type + (beta != 0 ? "/beta" : "/no_kl"); }
@@ -141,7 +170,8 @@ std::map<std::string, json> all_cases() {
   for (std::string scale : {"group", "batch", "none"})
     cases["advantages/" + scale] = {{"rewards", to_json(r)}, {"num_generations", kG}, {"scale_rewards", scale},
                                     {"completion_mask", mask}};
-  // TRL's defaults for the KL term (use_bias_correction_kl unset = True).
+  for (auto& [name, nc] : newer_cases()) cases["newer/" + name] = loss_case(b, nc.type, nc.beta, nc.extra);
+  // TRL's defaults for the KL term (use_bias_correction_kl unset = True): ours' default too.
   json d = loss_case(b, "bnpo", kBeta);
   d.erase("use_bias_correction_kl");
   cases["default_kl/bnpo"] = d;
@@ -149,6 +179,7 @@ std::map<std::string, json> all_cases() {
 }
 
 struct TrlRun {
+  std::map<std::string, json> cases;  // what TRL was asked (the settings ours must use too)
   std::map<std::string, json> results;
   std::string error;  // non-empty: why TRL gave nothing
 };
@@ -161,6 +192,7 @@ const TrlRun& trl() {
       return r;
     }
     auto cases = all_cases();
+    r.cases = cases;
     json req = {{"cases", json::array()}};
     std::vector<std::string> names;
     for (auto& [name, c] : cases) {
@@ -215,13 +247,20 @@ Ours ours(const Batch& b, const at::Tensor& mask, const at::Tensor& advantages, 
   return r;
 }
 
-LossOptions loss_options(const std::string& type, double beta, double num_items_in_batch) {
+// Our options from a case's settings; an absent key keeps our default (which must be TRL's).
+LossOptions options_of(const json& c, double num_items_in_batch) {
   LossOptions o;
-  o.loss_type = type;
-  o.epsilon_low = kEpsLow;
-  o.epsilon_high = kEpsHigh;
-  o.beta = beta;
-  o.max_completion_length = kMaxLen;
+  o.loss_type = c.at("loss_type");
+  o.epsilon_low = c.at("epsilon");
+  o.epsilon_high = c.at("epsilon_high");
+  o.beta = c.at("beta");
+  o.max_completion_length = c.at("max_completion_length");
+  o.use_bias_correction_kl = c.value("use_bias_correction_kl", o.use_bias_correction_kl);
+  o.importance_sampling_level = c.value("importance_sampling_level", o.importance_sampling_level);
+  o.delta = c.value("delta", o.delta);
+  o.sapo_temperature_pos = c.value("sapo_temperature_pos", o.sapo_temperature_pos);
+  o.sapo_temperature_neg = c.value("sapo_temperature_neg", o.sapo_temperature_neg);
+  o.off_policy_mask_threshold = c.value("off_policy_mask_threshold", o.off_policy_mask_threshold);
   o.num_items_in_batch = num_items_in_batch;
   return o;
 }
@@ -231,18 +270,22 @@ double rel(const at::Tensor& ours, const at::Tensor& theirs) {
   return (ours - theirs).abs().max().item<double>() / std::max(theirs.abs().max().item<double>(), 1e-300);
 }
 
-// Compares ours with TRL's result `t` for the rows TRL computed; returns the worst relative diff.
-double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, double num_items_in_batch,
-                      const std::string& type, double beta) {
+// Compares ours with TRL's result `t` for the rows TRL computed, with the settings of `c` (the
+// case TRL ran); returns the worst relative diff.
+double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, double num_items_in_batch, const json& c) {
   int64_t r0 = t["rows"][0], r1 = t["rows"][1];
+  const LossOptions opt = options_of(c, num_items_in_batch);
   // TRL's advantages (float64) as the input, so the loss comparison is not blurred by ours being float32.
-  Ours o = ours(b, mask, from_json(t["advantages"]), loss_options(type, beta, num_items_in_batch), r0, r1);
+  Ours o = ours(b, mask, from_json(t["advantages"]), opt, r0, r1);
   double dl = rel(o.loss, t["loss"].get<double>());
   double dg = rel(o.grad, from_json(t["grad"]));
-  EXPECT_LE(dl, kLossTol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
-  EXPECT_LE(dg, kLossTol) << "gradient";
-  EXPECT_NEAR(o.stats.clip_ratio, t["metrics"]["clip_ratio/region_mean"].get<double>(), kClipTol);
-  if (beta != 0) {
+  const double tol = opt.loss_type == "sapo" ? kSapoTol : kLossTol;
+  EXPECT_LE(dl, tol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
+  EXPECT_LE(dg, tol) << "gradient";
+  const json& m = t["metrics"];
+  if (m.contains("clip_ratio/region_mean")) EXPECT_NEAR(o.stats.clip_ratio, m["clip_ratio/region_mean"].get<double>(), kClipTol);
+  if (m.contains("cispo_clip_ratio")) EXPECT_NEAR(o.stats.clip_ratio, m["cispo_clip_ratio"].get<double>(), kClipTol);
+  if (opt.beta != 0) {
     EXPECT_LE(rel(o.stats.kl, t["metrics"]["kl"].get<double>()), kLossTol) << "logged KL";
   }
   return std::max(dl, dg);
@@ -265,8 +308,9 @@ TEST(TrlOracle, LossAndGradientMatchTrlForEachLossType) {
       EXPECT_GT(t["metrics"]["clip_ratio/low_mean"].get<double>(), 0);
       EXPECT_GT(t["metrics"]["clip_ratio/high_mean"].get<double>(), 0);
       EXPECT_EQ(t["num_items_in_batch"].get<double>(), b.mask.sum().item<double>());
-      worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), type, beta));
-      if (type == "dapo") worst = std::max(worst, expect_matches(b, t, b.mask, 0, type, beta));
+      const json& c = trl().cases.at(case_name(type, beta));
+      worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), c));
+      if (type == "dapo") worst = std::max(worst, expect_matches(b, t, b.mask, 0, c));
     }
   }
   std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
@@ -285,7 +329,8 @@ TEST(TrlOracle, DapoMicroBatchNormalizesByGenerationBatchTokens) {
     ASSERT_TRUE(t.contains("loss")) << t.dump();
     EXPECT_EQ(t["rows"], json({kB / 2, kB}));
     EXPECT_EQ(t["num_items_in_batch"].get<double>(), b.mask.sum().item<double>());
-    worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), "dapo", beta));
+    worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(),
+                                           trl().cases.at("micro/" + case_name("dapo", beta))));
   }
   std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
 }
@@ -304,7 +349,7 @@ TEST(TrlOracle, TruncatedCompletionMaskedOutMatchesTrl) {
     ASSERT_TRUE(t.contains("loss")) << t.dump();
     EXPECT_TRUE(at::equal(from_json(t["completion_mask"]), kept));
     EXPECT_EQ(t["num_items_in_batch"].get<double>(), kept.sum().item<double>());
-    worst = std::max(worst, expect_matches(b, t, kept, t["num_items_in_batch"].get<double>(), type, kBeta));
+    worst = std::max(worst, expect_matches(b, t, kept, t["num_items_in_batch"].get<double>(), trl().cases.at("truncated/" + type)));
   }
   std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
 }
@@ -329,18 +374,37 @@ TEST(TrlOracle, AdvantagesMatchTrlForEachScaleRewards) {
   }
 }
 
-// The known difference, pinned: with TRL's default use_bias_correction_kl = True the KL term is
-// k3 * ratio, so TRL's gradient (and, off-policy, its loss) differs from ours. If this starts to fail,
-// either TRL changed its default or src/grpo/loss.cpp gained the correction: update the header note.
-TEST(TrlOracle, KlTermDiffersFromTrlDefaultBiasCorrection) {
+// The newer loss types and knobs, each against TRL's own _compute_loss on the same batch.
+TEST(TrlOracle, NewerLossTypesAndKnobsMatchTrl) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = random_batch(2024);
+  double worst = 0;
+  for (auto& [name, nc] : newer_cases()) {
+    SCOPED_TRACE(name);
+    const json& t = trl().results.at("newer/" + name);
+    ASSERT_TRUE(t.contains("loss")) << t.dump();
+    worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), trl().cases.at("newer/" + name)));
+  }
+  // The knobs must change something on this batch, else agreement proves little: the cap bites
+  // in cispo, the mask drops a sequence, delta caps a ratio, the sequence level differs.
+  auto loss_of = [&](const std::string& n) { return trl().results.at(n)["loss"].get<double>(); };
+  EXPECT_GT(trl().results.at("newer/cispo")["metrics"]["cispo_clip_ratio"].get<double>(), 0);
+  EXPECT_NE(loss_of("newer/opsm/bnpo"), loss_of("bnpo/no_kl"));
+  EXPECT_NE(loss_of("newer/delta/dapo"), loss_of("dapo/no_kl"));
+  EXPECT_NE(loss_of("newer/gspo/grpo"), loss_of("grpo/no_kl"));
+  EXPECT_NE(loss_of("newer/bias_kl/bnpo"), loss_of("bnpo/beta"));
+  std::printf("    max relative diff (loss, gradient) %.2e over %zu cases\n", worst, newer_cases().size());
+}
+
+// TRL's default KL term (use_bias_correction_kl unset = True) is ours' default too: a case that
+// leaves the key out on both sides matches.
+TEST(TrlOracle, KlTermMatchesTrlDefaultBiasCorrection) {
   ASSERT_TRUE(trl_ran());
   Batch b = random_batch(2024);
   const json& t = trl().results.at("default_kl/bnpo");
   ASSERT_TRUE(t.contains("loss")) << t.dump();
-  Ours o = ours(b, b.mask, from_json(t["advantages"]), loss_options("bnpo", kBeta, 0), 0, kB);
-  double dg = rel(o.grad, from_json(t["grad"]));
-  std::printf("    ours vs TRL's default KL: loss %.3e vs %.3e, gradient relative diff %.2e\n", o.loss,
-              t["loss"].get<double>(), dg);
-  EXPECT_GT(dg, 1e3 * kLossTol);
-  EXPECT_GT(rel(o.loss, t["loss"].get<double>()), 1e3 * kLossTol);
+  const json& c = trl().cases.at("default_kl/bnpo");
+  ASSERT_FALSE(c.contains("use_bias_correction_kl"));
+  EXPECT_TRUE(LossOptions{}.use_bias_correction_kl);
+  std::printf("    max relative diff (loss, gradient) %.2e\n", expect_matches(b, t, b.mask, 0, c));
 }

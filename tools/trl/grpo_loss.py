@@ -14,7 +14,8 @@ A case (B completions of T tokens; lists of floats):
   logps, old_logps [B][T], ref_logps [B][T] (when beta != 0)   -> loss and d loss / d logps
   loss_type, beta, epsilon, epsilon_high, max_completion_length, scale_rewards,
   use_bias_correction_kl, gradient_accumulation_steps, steps_per_generation, micro_batch (which
-  split of the generation batch the loss is computed on), num_iterations: GRPOConfig's names;
+  split of the generation batch the loss is computed on), num_iterations, importance_sampling_level,
+  delta, sapo_temperature_pos, sapo_temperature_neg, off_policy_mask_threshold: GRPOConfig's names;
   absent = GRPOConfig's default.
 A result: advantages [B] (rewards given), num_items_in_batch, completion_mask [B][T] as TRL built it,
 rows [start, end) of the micro-batch, loss, grad [B][T] (zero outside the micro-batch), and the
@@ -59,7 +60,9 @@ warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category
 
 _SETTINGS = ("loss_type", "beta", "epsilon", "epsilon_high", "max_completion_length", "scale_rewards",
              "use_bias_correction_kl", "num_generations", "gradient_accumulation_steps",
-             "steps_per_generation", "num_iterations", "mask_truncated_completions")
+             "steps_per_generation", "num_iterations", "mask_truncated_completions",
+             "importance_sampling_level", "delta", "sapo_temperature_pos", "sapo_temperature_neg",
+             "off_policy_mask_threshold")
 _EOS, _PAD = 2, 0  # token ids of the stand-in tokenizer; every other completion token is 1
 
 
@@ -126,6 +129,7 @@ def _stand_in(args, accelerator, source):
                "rewards": defaultdict(deque), "extra": defaultdict(deque)},
         _pending_extra_logs=defaultdict(list), _pending_metrics=defaultdict(list),
         _get_per_token_logps_and_entropies=source,
+        get_off_policy_mask=GRPOTrainer.get_off_policy_mask,  # a staticmethod: TRL's own code
     )
 
 
