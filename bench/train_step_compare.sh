@@ -17,6 +17,7 @@ PY=${BRL_PYTHON:-.venv/bin/python}
 TCMALLOC=$(ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null | head -1 || true)
 [[ -x $BENCH ]] || { echo "no $BENCH: cmake --build build --target train_step_bench" >&2; exit 1; }
 $PY -c 'import torch' 2>/dev/null || { echo "no PyTorch for $PY: scripts/setup.sh" >&2; exit 1; }
+mkdir -p "${OUT:-/tmp}"
 OUT=${OUT:-/tmp}/train_step_compare.jsonl
 : > "$OUT"
 for shape in "${SHAPES[@]}"; do
