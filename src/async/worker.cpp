@@ -174,21 +174,21 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   // reason): read those of the versions since the last adopted one, so a rejection is logged,
   // counted and sent in the heartbeat rather than known only to the proxy.
   constexpr int64_t kRejectionLookback = 64;  // versions read at most per adoption
-  auto note_rejections = [&](int64_t from, int64_t to) {
-    for (int64_t v = std::max(from + 1, to - kRejectionLookback + 1); v <= to; ++v) {
-      auto man = protocol::read_manifest(*store, v);
-      if (!man) continue;  // collected already, or unreadable: the proxy's own log has it
-      for (auto& r : man->rejected) {
-        if (r.worker != id) continue;
-        ++sum.rejected;
-        sum.last_rejection = "update " + r.id + ": " + r.reason;
-        LOG_WARN("worker {}: the proxy rejected update {} (in v{}): {}", id, r.id, v, r.reason);
-      }
+  auto note_rejections = [&](const protocol::Manifest& m) {
+    for (auto& r : m.rejected) {
+      if (r.worker != id) continue;
+      ++sum.rejected;
+      sum.last_rejection = "update " + r.id + ": " + r.reason;
+      LOG_WARN("worker {}: the proxy rejected update {} (in v{}): {}", id, r.id, m.version, r.reason);
     }
   };
   auto adopt = [&](int64_t v) {
-    if (version >= 0) note_rejections(version, v);
     auto man = protocol::read_manifest(*store, v).value();
+    if (version >= 0) {
+      for (int64_t u = std::max(version + 1, v - kRejectionLookback + 1); u < v; ++u)
+        if (auto mu = protocol::read_manifest(*store, u); mu) note_rejections(*mu);  // else collected already
+      note_rejections(man);
+    }
     auto bytes = protocol::read_payload(*store, man).value();
     auto t = protocol::decode_adapter(bytes, store->describe() + "/" + man.payload_key).value();
     assign(m, t, man.payload_key);

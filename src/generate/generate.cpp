@@ -91,7 +91,7 @@ std::vector<Completion> generate(const model::Model& model,
   const float inv_t = opts.temperature > 0 ? static_cast<float>(1.0 / opts.temperature) : 1.f;
   for (int64_t step = 0; step < opts.max_new_tokens && !active.empty(); ++step) {
     auto lf = logits.to(at::kFloat).contiguous();             // [B, V]
-    auto lse = at::logsumexp(lf * inv_t, -1);                  // [B]
+    auto lse = at::logsumexp(inv_t == 1.f ? lf : lf * inv_t, -1);  // [B]; no scaled copy at T = 1
     const int64_t B = active.size();
     const float* lp = lf.data_ptr<float>();
     const float* ls = lse.data_ptr<float>();

@@ -97,6 +97,40 @@ PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m)
 
 PolicyOptimizer::~PolicyOptimizer() = default;
 
+PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
+                         bool mask_truncated_completions) {
+  const int64_t N = static_cast<int64_t>(comps.size());
+  int64_t Lp = 0, Lc = 1;
+  for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
+  for (auto& c : comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
+  PolicyBatch b;
+  b.prompt_len = Lp;
+  b.completion_len = Lc;
+  b.ids = torch::zeros({N, Lp + Lc}, torch::kLong);
+  b.attn = torch::zeros({N, Lp + Lc}, torch::kBool);
+  b.completion_mask = torch::zeros({N, Lc}, torch::kFloat);
+  b.old_logps = torch::zeros({N, Lc}, torch::kFloat);
+  auto ida = b.ids.accessor<int64_t, 2>();
+  auto ata = b.attn.accessor<bool, 2>();
+  auto cma = b.completion_mask.accessor<float, 2>();
+  auto ola = b.old_logps.accessor<float, 2>();
+  for (int64_t i = 0; i < N; ++i) {
+    const auto& p = prompts[static_cast<size_t>(comps[i].prompt_index)];
+    int64_t off = Lp - static_cast<int64_t>(p.size());
+    for (size_t k = 0; k < p.size(); ++k) ida[i][off + k] = p[k], ata[i][off + k] = true;
+    const auto& c = comps[i];
+    bool drop = mask_truncated_completions && c.finish == gen::FinishReason::kLength;
+    for (size_t k = 0; k < c.tokens.size(); ++k) {
+      ida[i][Lp + k] = c.tokens[k];
+      ata[i][Lp + k] = true;
+      cma[i][k] = drop ? 0.f : 1.f;
+      ola[i][k] = c.logprobs[k];
+    }
+  }
+  b.pos = model::positions_from_mask(b.attn);
+  return b;
+}
+
 at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
   // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
@@ -225,39 +259,11 @@ StepStats GrpoTrainer::step() {
   for (double a : first) st.accuracy += a / first.size();
   st.samples = static_cast<int64_t>(comps.size());
 
-  // 4. The training batch: prompts left-padded to Lp, completions right-padded to Lc.
-  const int64_t N = static_cast<int64_t>(comps.size());
-  int64_t Lp = 0, Lc = 1;
-  for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
-  for (auto& c : comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
-  PolicyBatch b;
-  b.prompt_len = Lp;
-  b.completion_len = Lc;
-  b.ids = torch::zeros({N, Lp + Lc}, torch::kLong);
-  b.attn = torch::zeros({N, Lp + Lc}, torch::kBool);
-  b.completion_mask = torch::zeros({N, Lc}, torch::kFloat);
-  b.old_logps = torch::zeros({N, Lc}, torch::kFloat);
+  // 4. The training batch.
+  PolicyBatch b = policy_batch(prompts, comps, cfg_.mask_truncated_completions);
   b.advantages = adv;
-  auto ida = b.ids.accessor<int64_t, 2>();
-  auto ata = b.attn.accessor<bool, 2>();
-  auto cma = b.completion_mask.accessor<float, 2>();
-  auto ola = b.old_logps.accessor<float, 2>();
-  for (int64_t i = 0; i < N; ++i) {
-    const auto& p = prompts[static_cast<size_t>(comps[i].prompt_index)];
-    int64_t off = Lp - static_cast<int64_t>(p.size());
-    for (size_t k = 0; k < p.size(); ++k) ida[i][off + k] = p[k], ata[i][off + k] = true;
-    const auto& c = comps[i];
-    bool drop = cfg_.mask_truncated_completions && c.finish == gen::FinishReason::kLength;
-    for (size_t k = 0; k < c.tokens.size(); ++k) {
-      ida[i][Lp + k] = c.tokens[k];
-      ata[i][Lp + k] = true;
-      cma[i][k] = drop ? 0.f : 1.f;
-      ola[i][k] = c.logprobs[k];
-    }
-    st.tokens += static_cast<int64_t>(c.tokens.size());
-  }
-  st.completion_length = static_cast<double>(st.tokens) / std::max<int64_t>(1, N);
-  b.pos = model::positions_from_mask(b.attn);
+  for (auto& c : comps) st.tokens += static_cast<int64_t>(c.tokens.size());
+  st.completion_length = static_cast<double>(st.tokens) / std::max<size_t>(1, comps.size());
 
   // 5-6. Reference pass and the optimizer passes.
   auto t1 = Clock::now();

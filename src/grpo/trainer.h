@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/grpo_config.h"
+#include "generate/generate.h"
 #include "model/llama.h"
 #include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
@@ -57,6 +58,12 @@ struct PolicyBatch {
   at::Tensor advantages;       // [N]
   int64_t prompt_len = 0, completion_len = 0;
 };
+
+// The batch of sampled completions (advantages left undefined): prompts left-padded to
+// prompt_len, completions right-padded to completion_len, old_logps = the sampler's log-probs;
+// with mask_truncated_completions a completion that hit the length limit is masked out.
+PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
+                         bool mask_truncated_completions);
 
 // log p(completion token | prefix) [rows.size(0), completion_len] for rows of b, with the logits
 // divided by `temperature` (the sampling temperature) and the log-softmax over the whole

@@ -40,7 +40,7 @@ struct Sampled {
   std::vector<gen::Completion> comps;
 };
 
-// G = 2 completions of each prompt, laid out as GrpoTrainer::step lays out its batch.
+// G = 2 completions of each prompt, laid out by the trainer's own policy_batch.
 Sampled sample(const model::Model& m) {
   const std::vector<std::vector<int32_t>> prompts = {{5, 9, 2, 17}, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {40}};
   gen::GenerateOptions o;
@@ -52,24 +52,7 @@ Sampled sample(const model::Model& m) {
   o.seed = 5;
   Sampled s;
   s.comps = gen::generate(m, prompts, o);
-  int64_t Lp = 0, Lc = 1;
-  for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
-  for (auto& c : s.comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
-  const int64_t N = static_cast<int64_t>(s.comps.size());
-  auto& b = s.batch;
-  b.prompt_len = Lp;
-  b.completion_len = Lc;
-  b.ids = at::zeros({N, Lp + Lc}, at::kLong);
-  b.attn = at::zeros({N, Lp + Lc}, at::kBool);
-  b.completion_mask = at::zeros({N, Lc}, at::kFloat);
-  for (int64_t i = 0; i < N; ++i) {
-    const auto& p = prompts[static_cast<size_t>(s.comps[i].prompt_index)];
-    const int64_t off = Lp - static_cast<int64_t>(p.size());
-    for (size_t k = 0; k < p.size(); ++k) b.ids[i][off + k] = p[k], b.attn[i][off + k] = true;
-    for (size_t k = 0; k < s.comps[i].tokens.size(); ++k)
-      b.ids[i][Lp + k] = s.comps[i].tokens[k], b.attn[i][Lp + k] = true, b.completion_mask[i][k] = 1.f;
-  }
-  b.pos = model::positions_from_mask(b.attn);
+  s.batch = grpo::policy_batch(prompts, s.comps, false);
   return s;
 }
 
