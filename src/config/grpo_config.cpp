@@ -1,5 +1,6 @@
 #include "config/grpo_config.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "util/error.h"
@@ -7,12 +8,12 @@
 namespace brl::grpo {
 
 bool is_loss_type(const std::string& t) {
-  for (const char* k : {"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo"})
+  for (const char* k : {"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"})
     if (t == k) return true;
   return false;
 }
 
-bool normalizes_by_batch_tokens(const std::string& t) { return t == "dapo" || t == "cispo"; }
+bool normalizes_by_batch_tokens(const std::string& t) { return t == "dapo" || t == "cispo" || t == "vespo"; }
 
 ConfigTable GrpoConfig::table() {
   ConfigTable t("grpo");
@@ -37,11 +38,17 @@ ConfigTable GrpoConfig::table() {
       .add("epsilon", &epsilon, "lower clip of the importance ratio")
       .add("epsilon_high", &epsilon_high, "upper clip (default: epsilon)")
       .add("num_iterations", &num_iterations, "optimisation passes per generation batch")
-      .add("loss_type", &loss_type, "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo")
+      .add("loss_type", &loss_type, "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo")
       .add("importance_sampling_level", &importance_sampling_level, "token | sequence (GSPO: one ratio per sequence)")
       .add("delta", &delta, "two-sided clip: cap the unclipped ratio at delta (off by default; > 1 + epsilon_high)")
       .add("sapo_temperature_pos", &sapo_temperature_pos, "sapo: gate temperature for positive advantages")
       .add("sapo_temperature_neg", &sapo_temperature_neg, "sapo: gate temperature for the others")
+      .add("vespo_k_pos", &vespo_k_pos, "vespo: power k of the gamma weight for advantages >= 0")
+      .add("vespo_lambda_pos", &vespo_lambda_pos, "vespo: decay lambda of the gamma weight for advantages >= 0")
+      .add("vespo_k_neg", &vespo_k_neg, "vespo: power k for negative advantages")
+      .add("vespo_lambda_neg", &vespo_lambda_neg, "vespo: decay lambda for negative advantages")
+      .add("top_entropy_quantile", &top_entropy_quantile,
+           "keep in the policy term only the top fraction of tokens by entropy (1 = all; the paper: 0.2)")
       .add("off_policy_mask_threshold", &off_policy_mask_threshold,
            "drop negative-advantage sequences whose mean log-prob drift exceeds this (off by default)")
       .add("use_bias_correction_kl", &use_bias_correction_kl, "multiply the k3 KL term by the importance ratio")
@@ -79,13 +86,24 @@ void GrpoConfig::validate() const {
   if (num_iterations < 1) fail("num_iterations (" + q(num_iterations) + ") must be >= 1");
   if (max_steps < 0) fail("max_steps (" + q(max_steps) + ") must be >= 0");
   if (!(warmup_ratio >= 0 && warmup_ratio <= 1)) fail("warmup_ratio (" + q(warmup_ratio) + ") must be in [0, 1]");
-  if (!is_loss_type(loss_type)) fail("loss_type '" + loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo");
+  if (!is_loss_type(loss_type))
+    fail("loss_type '" + loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo");
   if (importance_sampling_level != "token" && importance_sampling_level != "sequence")
     fail("importance_sampling_level '" + importance_sampling_level + "' is not one of token, sequence");
   if (delta && !(*delta > 1 + eps_high()))
     fail("delta (" + q(*delta) + ") must be > 1 + epsilon_high (" + q(1 + eps_high()) + ")", "or leave it unset: one-sided clipping");
   if (!(sapo_temperature_pos > 0 && sapo_temperature_neg > 0))
     fail("sapo temperatures (" + q(sapo_temperature_pos) + ", " + q(sapo_temperature_neg) + ") must be > 0");
+  for (double v : {vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg})
+    if (!(v >= 0 && std::isfinite(v)))
+      fail("vespo parameters (k_pos " + q(vespo_k_pos) + ", lambda_pos " + q(vespo_lambda_pos) + ", k_neg " + q(vespo_k_neg) +
+           ", lambda_neg " + q(vespo_lambda_neg) + ") must be finite and >= 0");
+  if (loss_type == "vespo" && importance_sampling_level != "token")
+    fail("loss_type 'vespo' weighs whole sequences itself: importance_sampling_level must be 'token', not '" +
+             importance_sampling_level + "'",
+         "leave importance_sampling_level unset");
+  if (!(top_entropy_quantile >= 0 && top_entropy_quantile <= 1))
+    fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]", "1 keeps every token; the paper uses 0.2");
   if (off_policy_mask_threshold && !(*off_policy_mask_threshold > 0))
     fail("off_policy_mask_threshold (" + q(*off_policy_mask_threshold) + ") must be > 0", "or leave it unset: no mask");
   if (scale_rewards != "group" && scale_rewards != "batch" && scale_rewards != "none")

@@ -10,10 +10,10 @@
 
 namespace brl::grpo {
 
-// The loss types, TRL's names: grpo bnpo dr_grpo dapo cispo sapo luspo.
+// The loss types, TRL's names: grpo bnpo dr_grpo dapo cispo sapo luspo vespo.
 bool is_loss_type(const std::string& t);
 // Normalised by the active tokens of the whole generation batch (num_items_in_batch), so the
-// trainer must not average its micro-batches again: dapo and cispo.
+// trainer must not average its micro-batches again: dapo, cispo and vespo.
 bool normalizes_by_batch_tokens(const std::string& loss_type);
 
 struct GrpoConfig {
@@ -40,10 +40,13 @@ struct GrpoConfig {
   double epsilon = 0.2;               // lower clip
   std::optional<double> epsilon_high; // upper clip; default = epsilon
   int num_iterations = 1;             // passes per generation batch (mu)
-  std::string loss_type = "dapo";     // grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo
+  std::string loss_type = "dapo";     // grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo
   std::string importance_sampling_level = "token";  // token | sequence (GSPO)
   std::optional<double> delta;        // two-sided clip: cap the unclipped ratio (INTELLECT-2; > 1 + epsilon)
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;  // sapo's gate temperatures
+  // vespo's gamma weight phi(w) = e^(lambda + k log w - lambda w) of the sequence ratio w
+  double vespo_k_pos = 2.0, vespo_lambda_pos = 3.0, vespo_k_neg = 3.0, vespo_lambda_neg = 2.0;
+  double top_entropy_quantile = 1.0;  // < 1: policy term on the top fraction of tokens by entropy
   std::optional<double> off_policy_mask_threshold;  // DeepSeek-V3.2's off-policy sequence mask
   bool use_bias_correction_kl = true;  // k3 KL times the importance ratio (TRL's default)
   std::string scale_rewards = "group";  // group | batch | none

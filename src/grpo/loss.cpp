@@ -20,6 +20,33 @@ at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, const
   return adv.reshape({-1}).to(at::kFloat);
 }
 
+namespace {
+
+// VESPO's weight per sequence [B, 1] (TRL's get_gamma_weights): w = exp of the summed token
+// log-ratios (each clamped to [-20, 20], the sum to [log 1e-8, 20]), phi(w) = e^(lambda + k log w
+// - lambda w), computed in log space; detached (a gradient scale only), non-finite -> 0.
+at::Tensor vespo_weights(const at::Tensor& log_ratio, const at::Tensor& mask, const at::Tensor& adv, const LossOptions& o) {
+  at::NoGradGuard ng;
+  at::Tensor log_w = (at::clamp(log_ratio, -20.0, 20.0) * mask).sum(1, true).clamp(std::log(1e-8), 20.0);  // [B, 1]
+  at::Tensor pos = adv >= 0;
+  at::Tensor k = at::where(pos, at::full_like(adv, o.vespo_k_pos), at::full_like(adv, o.vespo_k_neg));
+  at::Tensor lam = at::where(pos, at::full_like(adv, o.vespo_lambda_pos), at::full_like(adv, o.vespo_lambda_neg)).clamp_min(1e-4);
+  return at::nan_to_num(at::exp(lam + k * log_w - lam * at::exp(log_w)), 0.0, 0.0, 0.0);
+}
+
+// 1 for active tokens whose entropy is >= the (1 - rho) quantile of the active tokens'
+// entropies, else 0 (TRL's get_high_entropy_mask: the quantile over float32 values).
+at::Tensor high_entropy_mask(const at::Tensor& entropies, const at::Tensor& mask, double rho) {
+  BRL_ASSERT(entropies.defined() && entropies.sizes() == mask.sizes(), "top_entropy_quantile < 1 needs entropies [B, T]");
+  at::Tensor active = mask > 0;
+  at::Tensor local = entropies.masked_select(active).to(at::kFloat);
+  if (local.numel() == 0) return at::zeros_like(mask);
+  at::Tensor threshold = at::quantile(local, 1.0 - rho);
+  return ((entropies * mask >= threshold) & active).to(mask.dtype());
+}
+
+}  // namespace
+
 at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* stats) {
   const at::Tensor& logps = in.logps;  // [B, T]
   at::Tensor mask = in.mask.to(logps.dtype());
@@ -52,13 +79,16 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   } else if (type == "sapo") {
     at::Tensor temp = at::where(adv > 0, at::full_like(adv, opt.sapo_temperature_pos), at::full_like(adv, opt.sapo_temperature_neg));
     per_token = -(at::sigmoid(temp * (ratio - 1.0)) * 4.0 / temp) * adv;
+  } else if (type == "vespo") {
+    per_token = -vespo_weights(log_ratio, mask, adv, opt) * adv * logps;
   } else {
-    throw UserError("loss_type '" + type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo");
+    throw UserError("loss_type '" + type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo");
   }
   if (opt.off_policy_mask_threshold > 0) {
     at::Tensor seq_kl = ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
     per_token = per_token * ((adv >= 0) | (seq_kl <= opt.off_policy_mask_threshold)).to(mask.dtype());
   }
+  if (opt.top_entropy_quantile < 1.0) per_token = per_token * high_entropy_mask(in.entropies, mask, opt.top_entropy_quantile);
   if (kl.defined()) per_token = per_token + opt.beta * kl;
   at::Tensor masked = per_token * mask;  // [B, T] (a per-sequence term broadcasts over its tokens)
   at::Tensor loss;
@@ -71,7 +101,7 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
     loss = masked.sum() / static_cast<double>(logps.size(0) * opt.max_completion_length);
   } else if (type == "luspo") {
     loss = masked.sum(1).mean();
-  } else {  // dapo, cispo
+  } else {  // dapo, cispo, vespo
     double n = opt.num_items_in_batch > 0 ? opt.num_items_in_batch : std::max(1.0, mask.sum().item<double>());
     loss = masked.sum() / n;
   }
@@ -87,7 +117,7 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
     at::Tensor is_clipped = type == "cispo" ? (ratio > opt.epsilon_high) & (adv > 0)
                                             : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) | ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
     stats->loss = loss.item<double>();
-    stats->clip_ratio = type == "sapo" ? 0.0 : masked_mean(is_clipped);
+    stats->clip_ratio = type == "sapo" || type == "vespo" ? 0.0 : masked_mean(is_clipped);
     stats->mean_ratio = masked_mean(ratio);
     stats->kl = kl.defined() ? masked_mean(kl) : 0.0;
   }

@@ -2,8 +2,10 @@
 // in its order): group-relative advantages; the importance ratio per token or per sequence
 // (GSPO); the per-token objective of each loss type: the clipped surrogate (grpo, bnpo,
 // dr_grpo, dapo, luspo; with an optional two-sided cap `delta`, INTELLECT-2), CISPO's clipped
-// and detached weight on the log-prob (MiniMax-M1, ScaleRL), SAPO's soft sigmoid gate; the
-// off-policy sequence mask (DeepSeek-V3.2); the k3 KL estimator, optionally times the ratio
+// and detached weight on the log-prob (MiniMax-M1, ScaleRL), SAPO's soft sigmoid gate, VESPO's
+// detached gamma weight of the sequence ratio on the log-prob; the off-policy sequence mask
+// (DeepSeek-V3.2); the high-entropy token mask (top_entropy_quantile, "Beyond the 80/20
+// Rule"); the k3 KL estimator, optionally times the ratio
 // (use_bias_correction_kl); and each type's aggregation. Returns the loss plus detached
 // statistics (torchtune's habit).
 #pragma once
@@ -28,6 +30,7 @@ struct LossInputs {
   at::Tensor ref_logps;  // [B, T] under the reference (adapter off); undefined when beta == 0
   at::Tensor advantages; // [B]
   at::Tensor mask;       // [B, T] 1 for completion tokens, 0 for padding
+  at::Tensor entropies;  // [B, T] policy entropy per position (no grad); needed when top_entropy_quantile < 1
 };
 
 struct LossOptions {
@@ -38,6 +41,12 @@ struct LossOptions {
   std::string importance_sampling_level = "token";  // token | sequence (GSPO: one ratio per sequence)
   double delta = 0;                                  // > 0: cap the unclipped ratio at delta (two-sided)
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;
+  // vespo: phi(w) = exp(lambda + k log w - lambda w) of the sequence ratio w (phi(1) = 1), with
+  // (k, lambda) by the advantage's sign (>= 0: pos).
+  double vespo_k_pos = 2.0, vespo_lambda_pos = 3.0, vespo_k_neg = 3.0, vespo_lambda_neg = 2.0;
+  // < 1: the policy term keeps only tokens whose entropy is at or above this batch's
+  // (1 - top_entropy_quantile) quantile (linear interpolation, as torch.quantile).
+  double top_entropy_quantile = 1.0;
   double off_policy_mask_threshold = 0;  // > 0: drop negative-advantage sequences whose mean
                                          // old - new log-prob exceeds it (DeepSeek-V3.2)
   int64_t max_completion_length = 0;  // dr_grpo's constant normalizer

@@ -131,23 +131,24 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
   return b;
 }
 
-at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature) {
+at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
+                               at::Tensor* entropy) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
   // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
   at::Tensor h = m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
-  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature);
+  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature,
+                          128, entropy);
 }
 
 PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
   const int64_t N = b.ids.size(0);
-  auto completion_logps = [&](const at::Tensor& rows) { return completion_logprobs(m_, b, rows, cfg_.temperature); };
 
   // Reference log-probs (adapter off), only when the KL term is on.
   at::Tensor ref_lp;
   if (cfg_.beta > 0) {
     torch::NoGradGuard ng;
     m_.adapters_enabled = false;
-    ref_lp = completion_logps(torch::arange(N, torch::kLong));
+    ref_lp = completion_logprobs(m_, b, torch::arange(N, torch::kLong), cfg_.temperature);
     m_.adapters_enabled = true;
     ++ref_passes_;
   }
@@ -168,6 +169,11 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
   lo.sapo_temperature_pos = cfg_.sapo_temperature_pos;
   lo.sapo_temperature_neg = cfg_.sapo_temperature_neg;
   lo.off_policy_mask_threshold = cfg_.off_policy_mask_threshold.value_or(0);
+  lo.vespo_k_pos = cfg_.vespo_k_pos;
+  lo.vespo_lambda_pos = cfg_.vespo_lambda_pos;
+  lo.vespo_k_neg = cfg_.vespo_k_neg;
+  lo.vespo_lambda_neg = cfg_.vespo_lambda_neg;
+  lo.top_entropy_quantile = cfg_.top_entropy_quantile;
   lo.max_completion_length = cfg_.max_completion_length;
   lo.num_items_in_batch = total_tokens;
   const int64_t n_micro = (N + mb - 1) / mb;
@@ -177,7 +183,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
     for (int64_t s = 0; s < N; s += mb) {
       at::Tensor rows = torch::arange(s, std::min(N, s + mb), torch::kLong);
       LossInputs in;
-      in.logps = completion_logps(rows);
+      in.logps = completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
       in.old_logps = b.old_logps.index_select(0, rows);
       if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
       in.advantages = b.advantages.index_select(0, rows);

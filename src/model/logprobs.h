@@ -15,8 +15,12 @@ inline constexpr int64_t kKeepSoftmaxBytes = int64_t{1} << 30;
 
 // hidden [..., C], weight [V, C], targets [...] int64 -> log softmax(hidden W^T / T)[target]
 // with shape [...]. Gradients flow to hidden and (when it requires grad) weight.
+// entropy (optional): set to the Shannon entropy (nats) of each row's softmax at the same
+// temperature, shape [...], detached (TRL's entropy_from_logits, for top_entropy_quantile);
+// one more elementwise pass over each chunk's [n, V], no more products.
 torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                      const torch::Tensor& targets, double temperature = 1.0,
-                                     int64_t chunk_tokens = 128, int64_t keep_bytes = kKeepSoftmaxBytes);
+                                     int64_t chunk_tokens = 128, int64_t keep_bytes = kKeepSoftmaxBytes,
+                                     torch::Tensor* entropy = nullptr);
 
 }  // namespace brl::model

@@ -70,6 +70,30 @@ TEST(GrpoLoss, NewerLossTypesMatchHandDerivation) {
   auto gate = [](double r, double t) { return 4 / t / (1 + std::exp(-t * (r - 1))); };
   double row0 = -(gate(1.5, 1.0) + gate(0.5, 1.0) + gate(1.0, 1.0)) / 3, row1 = (gate(1.1, 1.05) + gate(1.0, 1.05)) / 2;
   EXPECT_NEAR(loss_of("sapo"), (row0 + row1) / 2, 1e-12);
+  // vespo: phi(w) = e^(l + k ln w - l w) of the sequence ratio w = product of the token ratios:
+  // row 0 (A +1, k 2, l 3) w = 0.75, row 1 (A -1, k 3, l 2) w = 1.1; then -phi A ln r per token,
+  // over the batch's 5 tokens (dapo's normalization): -phi0 (ln 1.5 + ln 0.5) + phi1 ln 1.1.
+  auto phi = [](double w, double k, double l) { return std::exp(l + k * std::log(w) - l * w); };
+  EXPECT_NEAR(loss_of("vespo"), (-phi(0.75, 2, 3) * std::log(0.75) + phi(1.1, 3, 2) * std::log(1.1)) / 5, 1e-12);
+  EXPECT_NEAR(phi(1.0, 2, 3), 1.0, 1e-15);  // an unmoved policy weighs 1
+}
+
+TEST(GrpoLoss, TopEntropyQuantileKeepsHighEntropyTokens) {
+  // Active tokens' entropies {4, 1, 3, 2, 5} (the padded slot's 9 never counts). rho = 0.5: the
+  // 0.5 quantile (linear) of {1, 2, 3, 4, 5} is 3, so tokens with entropy 4, 3, 5 keep their
+  // bnpo terms (-1.2, -1.0 of row 0 and 1.0 of row 1) over the 5 active tokens.
+  LossInputs in = batch();
+  in.entropies = at::tensor({4.0, 1.0, 3.0, 2.0, 5.0, 9.0}, at::kDouble).view({2, 3});
+  LossOptions o;
+  o.loss_type = "bnpo";
+  o.top_entropy_quantile = 0.5;
+  EXPECT_NEAR(grpo_loss(in, o).item<double>(), (-1.2 - 1.0 + 1.0) / 5, 1e-12);
+  // rho = 0: only the highest (5, row 1's last active token: 1.0).
+  o.top_entropy_quantile = 0.0;
+  EXPECT_NEAR(grpo_loss(in, o).item<double>(), 1.0 / 5, 1e-12);
+  // rho = 0.25: quantile 0.75 of {1..5} = 4: tokens 4 and 5.
+  o.top_entropy_quantile = 0.25;
+  EXPECT_NEAR(grpo_loss(in, o).item<double>(), (-1.2 + 1.0) / 5, 1e-12);
 }
 
 TEST(GrpoLoss, StatsCountClippedTokens) {
@@ -140,12 +164,20 @@ TEST(GrpoConfig, ValidationQuotesValues) {
     EXPECT_NE(std::string(e.what()).find("(8) must be divisible by num_generations (3)"), std::string::npos) << e.what();
   }
   for (auto [key, want] : std::vector<std::pair<std::string, std::string>>{
-           {"loss_type=vespo", "loss_type 'vespo' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo"},
+           {"loss_type=gspo", "loss_type 'gspo' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo"},
+           {"loss_type=vespo;importance_sampling_level=sequence", "importance_sampling_level must be 'token', not 'sequence'"},
+           {"vespo_lambda_neg=-1", "lambda_neg -1) must be finite and >= 0"},
+           {"top_entropy_quantile=1.5", "top_entropy_quantile (1.5) must be in [0, 1]"},
            {"importance_sampling_level=seq", "importance_sampling_level 'seq' is not one of token, sequence"},
            {"delta=1.1", "delta (1.1) must be > 1 + epsilon_high (1.2)"},
            {"off_policy_mask_threshold=-1", "off_policy_mask_threshold (-1) must be > 0"}}) {
     GrpoConfig e;
-    e.table().set_from_override(key);
+    auto t = e.table();
+    for (size_t at = 0; at != std::string::npos;) {  // ';' separates overrides
+      size_t end = key.find(';', at);
+      t.set_from_override(key.substr(at, end == std::string::npos ? end : end - at));
+      at = end == std::string::npos ? end : end + 1;
+    }
     try {
       e.validate();
       ADD_FAILURE() << key << ": no error";

@@ -90,6 +90,41 @@ TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
   }
 }
 
+// vespo and the entropy mask through the trainer (the entropies come from the LM head's pass):
+// each trains the adapter, and a mask that keeps one token per micro-batch moves it differently
+// from one that keeps all.
+TEST(GrpoTrainer, VespoAndTopEntropyQuantileTrainTheAdapter) {
+  test::TempDir tmp;
+  grpo::write_byte_tokenizer(tmp.str("tok"));
+  auto tk = tok::Tokenizer::from_dir(tmp.str("tok"));
+  tasks::TaskOptions to;
+  to.num_eval = 8;
+  auto task = tasks::make_task(to);
+  task->rewards = {std::make_shared<LengthReward>()};
+  auto run = [&](const std::string& type, double rho) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    LoraConfig lc;
+    lc.r = 2;
+    lc.target_modules = {"all-linear"};
+    lora::attach(m, lc);
+    auto g = small_grpo(0.0);
+    g.loss_type = type;
+    g.top_entropy_quantile = rho;
+    grpo::GrpoTrainer tr(m, tk, *task, g);
+    auto s = tr.step();
+    EXPECT_TRUE(std::isfinite(s.loss)) << type << " " << rho;
+    EXPECT_GT(s.reward_std, 0.0);
+    std::vector<torch::Tensor> b;
+    for (auto& [k, t] : lora::adapter_tensors(m))
+      if (k.find("lora_B") != std::string::npos) b.push_back(t.flatten().clone());
+    return torch::cat(b);
+  };
+  auto vespo = run("vespo", 1.0), all = run("dapo", 1.0), top = run("dapo", 0.0);
+  EXPECT_GT(vespo.abs().sum().item<double>(), 0.0);
+  EXPECT_GT(top.abs().sum().item<double>(), 0.0);
+  EXPECT_GT((top - all).abs().max().item<double>(), 0.0);
+}
+
 // d loss / d lora_B through the whole model (double precision) vs central differences.
 TEST(GrpoTrainer, LossGradientThroughModelMatchesFiniteDifferences) {
   auto m = model::random_model(test::tiny_config("qwen2"), 12, 0.2, torch::kDouble);

@@ -90,13 +90,24 @@ TEST(TrlLogpsOracle, CompletionLogprobsMatchTrlAtTheSamplingTemperature) {
     for (auto& r : out["logps"][k]) rows.push_back(at::tensor(r.get<std::vector<double>>(), at::kDouble));
     at::Tensor trl = at::stack(rows);  // [N, Lc]
     ASSERT_EQ(trl.sizes(), (std::vector<int64_t>{N, Lc}));
-    at::Tensor ours = grpo::completion_logprobs(m, b, at::arange(N, at::kLong), kTemps[k]).to(at::kDouble);
+    at::Tensor ent;
+    at::Tensor ours = grpo::completion_logprobs(m, b, at::arange(N, at::kLong), kTemps[k], &ent).to(at::kDouble);
     ours_by_t.push_back(ours);
     const double scale = trl.masked_select(mask).abs().max().item<double>();
     const double diff = (ours - trl).masked_select(mask).abs().max().item<double>();
     std::printf("    T = %.1f: max |ours - TRL| = %.2e (max |TRL| = %.3f)\n", kTemps[k], diff, scale);
     EXPECT_LE(diff, 1e-4 * scale + 1e-5);
     EXPECT_GT(scale, 0.5);  // log-probs with signal, else agreement proves nothing
+    // The entropies top_entropy_quantile ranks by: TRL's (fused LM head's) at the same temperature.
+    rows.clear();
+    for (auto& r : out["entropies"][k]) rows.push_back(at::tensor(r.get<std::vector<double>>(), at::kDouble));
+    at::Tensor trl_ent = at::stack(rows);
+    ASSERT_EQ(ent.sizes(), trl_ent.sizes());
+    const double ent_scale = trl_ent.masked_select(mask).abs().max().item<double>();
+    const double ent_diff = (ent.to(at::kDouble) - trl_ent).masked_select(mask).abs().max().item<double>();
+    std::printf("    T = %.1f: entropy max |ours - TRL| = %.2e (max %.3f nats)\n", kTemps[k], ent_diff, ent_scale);
+    EXPECT_LE(ent_diff, 1e-4 * ent_scale + 1e-5);
+    EXPECT_GT(ent_scale, 0.5);
   }
   // The temperature matters: at T = 1 the same tokens have other log-probs.
   EXPECT_GT((ours_by_t[0] - ours_by_t[1]).masked_select(mask).abs().max().item<double>(), 0.05);

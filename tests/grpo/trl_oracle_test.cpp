@@ -14,8 +14,9 @@
 //   in float64 here, so |ours - TRL| <= 2^-23 |TRL| + 1e-12 per element (measured <= 4.6e-8 |TRL|).
 // Clip ratio: TRL counts tokens in float32, so 1e-6 absolute.
 //
-// The newer objectives (TRL 1.16's names and defaults): cispo, sapo, luspo, sequence-level
-// importance sampling (GSPO), the two-sided cap delta, the off-policy sequence mask, and the KL
+// The newer objectives (TRL 1.16's names and defaults): cispo, sapo, luspo, vespo, sequence-level
+// importance sampling (GSPO), the two-sided cap delta, the off-policy sequence mask, the
+// high-entropy token mask (top_entropy_quantile, on given entropies), and the KL
 // term with and without use_bias_correction_kl (TRL's default True; ours too). Each case's
 // settings go to both sides from one JSON object (options_of), so they cannot drift apart.
 // A missing Python or TRL is a failure naming scripts/setup.sh --test, not a skip.
@@ -54,6 +55,7 @@ const std::vector<std::string> kLossTypes = {"grpo", "bnpo", "dr_grpo", "dapo"};
 
 struct Batch {
   at::Tensor logps, old_logps, ref_logps;  // [B, T] float64
+  at::Tensor entropies;                    // [B, T] in (0, 4): what the loss's entropy mask sees
   at::Tensor mask;                         // [B, T] 1 = completion token, right-padded
   at::Tensor rewards;                      // [B]
   std::vector<bool> truncated;             // [B] hit the length limit (no EOS)
@@ -72,6 +74,7 @@ Batch random_batch(uint64_t seed) {
   b.mask = (at::arange(kT, at::kLong).unsqueeze(0) < len.unsqueeze(1)).to(at::kDouble);
   b.rewards = at::randint(0, 2, {kB}, gen, f64) + 0.5 * at::rand({kB}, gen, f64);
   b.truncated.assign(kB, false);
+  b.entropies = 4.0 * at::rand({kB, kT}, gen, f64);
   return b;
 }
 
@@ -97,7 +100,7 @@ json loss_case(const Batch& b, const std::string& type, double beta, const json&
   json c = {{"loss_type", type}, {"beta", beta}, {"epsilon", kEpsLow}, {"epsilon_high", kEpsHigh},
             {"max_completion_length", kMaxLen}, {"num_generations", kG}, {"scale_rewards", "group"},
             {"completion_mask", to_json(b.mask)}, {"rewards", to_json(b.rewards)}, {"truncated", b.truncated},
-            {"logps", to_json(b.logps)}, {"old_logps", to_json(b.old_logps)}};
+            {"logps", to_json(b.logps)}, {"old_logps", to_json(b.old_logps)}, {"entropies", to_json(b.entropies)}};
   if (beta != 0) {
     c["ref_logps"] = to_json(b.ref_logps);
     c["use_bias_correction_kl"] = false;  // the plain k3 term; the default (true) has its own cases
@@ -126,6 +129,14 @@ const std::map<std::string, NewerCase>& newer_cases() {
       {"opsm/bnpo", {"bnpo", 0.0, {{"off_policy_mask_threshold", 0.05}}}},
       {"bias_kl/bnpo", {"bnpo", kBeta, {{"use_bias_correction_kl", true}}}},
       {"bias_kl/grpo", {"grpo", kBeta, {{"use_bias_correction_kl", true}}}},
+      {"vespo", {"vespo", 0.0, json::object()}},
+      {"vespo/beta", {"vespo", kBeta, {{"use_bias_correction_kl", true}}}},
+      // float32-exact values: TRL builds k and lambda with torch.where on Python floats (float32).
+      {"vespo/params", {"vespo", 0.0, {{"vespo_k_pos", 1.5}, {"vespo_lambda_pos", 2.5}, {"vespo_k_neg", 4.0}, {"vespo_lambda_neg", 1.25}}}},
+      {"entropy/grpo", {"grpo", 0.0, {{"top_entropy_quantile", 0.2}}}},
+      {"entropy/dapo/beta", {"dapo", kBeta, {{"top_entropy_quantile", 0.5}}}},
+      {"entropy/vespo", {"vespo", 0.0, {{"top_entropy_quantile", 0.3}}}},
+      {"entropy/top_only", {"bnpo", 0.0, {{"top_entropy_quantile", 0.0}}}},
   };
   return cases;
 }
@@ -239,6 +250,7 @@ Ours ours(const Batch& b, const at::Tensor& mask, const at::Tensor& advantages, 
   if (o.beta != 0) in.ref_logps = b.ref_logps.slice(0, r0, r1);
   in.advantages = advantages.slice(0, r0, r1);
   in.mask = mask.slice(0, r0, r1);
+  in.entropies = b.entropies.slice(0, r0, r1);
   Ours r;
   at::Tensor loss = grpo_loss(in, o, &r.stats);
   loss.backward();
@@ -261,6 +273,11 @@ LossOptions options_of(const json& c, double num_items_in_batch) {
   o.sapo_temperature_pos = c.value("sapo_temperature_pos", o.sapo_temperature_pos);
   o.sapo_temperature_neg = c.value("sapo_temperature_neg", o.sapo_temperature_neg);
   o.off_policy_mask_threshold = c.value("off_policy_mask_threshold", o.off_policy_mask_threshold);
+  o.vespo_k_pos = c.value("vespo_k_pos", o.vespo_k_pos);
+  o.vespo_lambda_pos = c.value("vespo_lambda_pos", o.vespo_lambda_pos);
+  o.vespo_k_neg = c.value("vespo_k_neg", o.vespo_k_neg);
+  o.vespo_lambda_neg = c.value("vespo_lambda_neg", o.vespo_lambda_neg);
+  o.top_entropy_quantile = c.value("top_entropy_quantile", o.top_entropy_quantile);
   o.num_items_in_batch = num_items_in_batch;
   return o;
 }
@@ -393,6 +410,11 @@ TEST(TrlOracle, NewerLossTypesAndKnobsMatchTrl) {
   EXPECT_NE(loss_of("newer/delta/dapo"), loss_of("dapo/no_kl"));
   EXPECT_NE(loss_of("newer/gspo/grpo"), loss_of("grpo/no_kl"));
   EXPECT_NE(loss_of("newer/bias_kl/bnpo"), loss_of("bnpo/beta"));
+  EXPECT_NE(loss_of("newer/entropy/grpo"), loss_of("grpo/no_kl"));
+  EXPECT_NE(loss_of("newer/entropy/top_only"), loss_of("bnpo/no_kl"));
+  EXPECT_NE(loss_of("newer/vespo/params"), loss_of("newer/vespo"));
+  // VESPO's weights are not all 1 on this batch (the ratios moved).
+  EXPECT_GT(std::abs(trl().results.at("newer/vespo")["metrics"]["vespo/phi_seq_mean"].get<double>() - 1.0), 0.01);
   std::printf("    max relative diff (loss, gradient) %.2e over %zu cases\n", worst, newer_cases().size());
 }
 

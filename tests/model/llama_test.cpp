@@ -158,7 +158,7 @@ TEST_P(Families, LeftPaddingMatchesUnpadded) {
 
 INSTANTIATE_TEST_SUITE_P(Model, Families, ::testing::Values("llama", "qwen2", "qwen3"));
 
-TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradients) {
+TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradientsAndEntropies) {
   at::manual_seed(3);
   // 600 rows: chunks of 3 when backward recomputes, of 512 + 88 when it reuses the softmax.
   auto h = at::randn({2, 300, 16}, at::kDouble).requires_grad_(true);
@@ -171,12 +171,21 @@ TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradients) {
       auto g = torch::autograd::grad({want}, {h, w}, {gw});
       return std::make_pair(g[0], g[1]);
     }();
+    auto p = at::softmax(h.matmul(w.t()) / temp, -1);
+    auto ent_want = -(p * p.log()).sum(-1);  // [2, 300]
     for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {  // backward recomputes / reuses the softmax
-      auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/3, keep);
-      EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-6);
-      auto g = torch::autograd::grad({got}, {h, w}, {gw.to(got.scalar_type())});
-      EXPECT_LT((g[0] - gh_want).abs().max().item<double>(), 1e-6) << keep;
-      EXPECT_LT((g[1] - gw_want).abs().max().item<double>(), 1e-6) << keep;
+      for (bool with_entropy : {false, true}) {  // asking for entropies changes no gradient
+        at::Tensor ent;
+        auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/3, keep, with_entropy ? &ent : nullptr);
+        EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-6);
+        auto g = torch::autograd::grad({got}, {h, w}, {gw.to(got.scalar_type())});
+        EXPECT_LT((g[0] - gh_want).abs().max().item<double>(), 1e-6) << keep;
+        EXPECT_LT((g[1] - gw_want).abs().max().item<double>(), 1e-6) << keep;
+        if (!with_entropy) continue;
+        ASSERT_EQ(ent.sizes(), ent_want.sizes());
+        EXPECT_FALSE(ent.requires_grad());
+        EXPECT_LT((ent - ent_want).abs().max().item<double>(), 1e-9) << keep;
+      }
     }
   }
 }

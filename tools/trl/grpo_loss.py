@@ -15,8 +15,11 @@ A case (B completions of T tokens; lists of floats):
   loss_type, beta, epsilon, epsilon_high, max_completion_length, scale_rewards,
   use_bias_correction_kl, gradient_accumulation_steps, steps_per_generation, micro_batch (which
   split of the generation batch the loss is computed on), num_iterations, importance_sampling_level,
-  delta, sapo_temperature_pos, sapo_temperature_neg, off_policy_mask_threshold: GRPOConfig's names;
+  delta, sapo_temperature_pos, sapo_temperature_neg, off_policy_mask_threshold, vespo_k_pos,
+  vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg, top_entropy_quantile: GRPOConfig's names;
   absent = GRPOConfig's default.
+  entropies [B][T]  the policy's per-token entropies the loss sees (for top_entropy_quantile);
+                    absent = zeros
 A result: advantages [B] (rewards given), num_items_in_batch, completion_mask [B][T] as TRL built it,
 rows [start, end) of the micro-batch, loss, grad [B][T] (zero outside the micro-batch), and the
 metrics TRL logged for that loss ("clip_ratio/region_mean", "kl", ...).
@@ -37,10 +40,12 @@ What is TRL's code and what is stubbed:
   - GRPOTrainer._compute_loss computes the loss (train mode), then loss.backward(). Stubbed,
     input only: _get_per_token_logps_and_entropies returns the given log-probs instead of running
     a model: rows of `logps` (a float64 leaf that requires grad) in the loss, `old_logps` for the
-    policy and `ref_logps` for ref_model during generation; entropies are zeros (logged only).
+    policy and `ref_logps` for ref_model during generation; rows of `entropies` (or zeros).
+    get_high_entropy_mask is TRL's own method, bound to the stand-in (its accelerator gathers).
   num_iterations defaults to 2 here when old_logps are given, so that TRL's generation step asks for
   old_per_token_logps (it skips them when the step is on-policy and then uses logps.detach(): ratio 1).
 """
+import functools
 import json
 import sys
 import warnings
@@ -62,7 +67,8 @@ _SETTINGS = ("loss_type", "beta", "epsilon", "epsilon_high", "max_completion_len
              "use_bias_correction_kl", "num_generations", "gradient_accumulation_steps",
              "steps_per_generation", "num_iterations", "mask_truncated_completions",
              "importance_sampling_level", "delta", "sapo_temperature_pos", "sapo_temperature_neg",
-             "off_policy_mask_threshold")
+             "off_policy_mask_threshold", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+             "top_entropy_quantile")
 _EOS, _PAD = 2, 0  # token ids of the stand-in tokenizer; every other completion token is 1
 
 
@@ -89,6 +95,7 @@ class _LogpsSource:
         self.old = _tensor(case["old_logps"]) if "old_logps" in case else None
         self.ref_logps = _tensor(case["ref_logps"]) if "ref_logps" in case else None
         self.logps = _tensor(case["logps"]).requires_grad_(True) if "logps" in case else None
+        self.entropies = _tensor(case["entropies"]) if "entropies" in case else None
         self.phase = "generate"
 
     def __call__(self, model, input_ids, attention_mask, logits_to_keep, **_):
@@ -103,12 +110,13 @@ class _LogpsSource:
             raise SystemExit(f"TRL asked for log-probs the case does not give (phase {self.phase})")
         out = src[rows]
         assert out.shape[1] == logits_to_keep
-        return out, torch.zeros_like(out.detach()), None
+        ent = self.entropies[rows] if self.phase == "loss" and self.entropies is not None else torch.zeros_like(out.detach())
+        return out, ent, None
 
 
 def _stand_in(args, accelerator, source):
     """The attributes of a GRPOTrainer that the two methods read, set as GRPOTrainer.__init__ sets them."""
-    return SimpleNamespace(
+    trainer = SimpleNamespace(
         args=args, accelerator=accelerator, model=source.policy, ref_model=source.ref if args.beta != 0.0 else None,
         loss_type=args.loss_type, beta=args.beta, epsilon_low=args.epsilon,
         epsilon_high=args.epsilon_high if args.epsilon_high is not None else args.epsilon,
@@ -129,8 +137,11 @@ def _stand_in(args, accelerator, source):
                "rewards": defaultdict(deque), "extra": defaultdict(deque)},
         _pending_extra_logs=defaultdict(list), _pending_metrics=defaultdict(list),
         _get_per_token_logps_and_entropies=source,
-        get_off_policy_mask=GRPOTrainer.get_off_policy_mask,  # a staticmethod: TRL's own code
+        get_off_policy_mask=GRPOTrainer.get_off_policy_mask,  # staticmethods: TRL's own code
+        get_gamma_weights=GRPOTrainer.get_gamma_weights,
     )
+    trainer.get_high_entropy_mask = functools.partial(GRPOTrainer.get_high_entropy_mask, trainer)
+    return trainer
 
 
 def _generation_batch(case, trainer, mask):
