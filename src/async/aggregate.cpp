@@ -52,6 +52,12 @@ void check_input(const AggregateInput& in) {
   }
 }
 
+void check_pair(const codec::Tensor& gA, const codec::Tensor& gB, const char* mode) {
+  if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0])
+    throw UserError(std::string("aggregate (") + mode + "): " + gA.name + " " + shape_str(gA.shape) + " and " + gB.name +
+                    " " + shape_str(gB.shape) + " are not the factors [r, in] and [out, r] of one LoRA module");
+}
+
 double total_weight(const AggregateInput& in) {
   double t = 0;
   for (double w : in.weights) t += w;
@@ -102,11 +108,21 @@ void sort_columns(float* rows, size_t p) {
       }
 }
 
-// For tensor i, block by block: the n values of each element sorted, then
-// use(sorted, m, out + first) with the value of rank j of element c at sorted[j * kBlock + c].
+// The n updates' values of one tensor, one pointer per update (len floats each): the deltas as
+// sent, or their gauge-fixed form (below).
+using Sources = std::vector<const float*>;
+
+Sources as_sent(const AggregateInput& in, size_t i) {
+  Sources src;
+  for (auto* d : in.deltas) src.push_back((*d)[i].data.data());
+  return src;
+}
+
+// Block by block: the n values of each element sorted, then use(sorted, m, out + first) with
+// the value of rank j of element c at sorted[j * kBlock + c].
 template <class Use>
-void sorted_blocks(const AggregateInput& in, size_t i, std::vector<double>& out, Use use) {
-  const size_t n = in.deltas.size(), len = (*in.global)[i].data.size();
+void sorted_blocks(const AggregateInput& in, const Sources& src, size_t len, std::vector<double>& out, Use use) {
+  const size_t n = src.size();
   size_t p = 1;
   while (p < n) p <<= 1;
   std::vector<float> rows(p * kBlock);
@@ -115,7 +131,7 @@ void sorted_blocks(const AggregateInput& in, size_t i, std::vector<double>& out,
     const size_t m = std::min(kBlock, len - b);
     for (size_t u = 0; u < n; ++u) {
       float* row = rows.data() + u * kBlock;
-      std::memcpy(row, (*in.deltas[u])[i].data.data() + b, m * sizeof(float));
+      std::memcpy(row, src[u] + b, m * sizeof(float));
       if (const float s = static_cast<float>(discount(in, u)); s != 1.0f)
         for (size_t c = 0; c < m; ++c) row[c] *= s;  // the robust rule sees the discounted step
       std::fill(row + m, row + kBlock, 0.0f);  // past the tensor's end: sorted, never used
@@ -128,9 +144,9 @@ void sorted_blocks(const AggregateInput& in, size_t i, std::vector<double>& out,
 }
 
 // Mean of each element's values without its k smallest and k largest (n > 2k).
-void trimmed_mean(const AggregateInput& in, size_t i, size_t k, std::vector<double>& out) {
-  const size_t n = in.deltas.size();
-  sorted_blocks(in, i, out, [&](const float* v, size_t m, double* o) {
+void trimmed_mean(const AggregateInput& in, const Sources& src, size_t len, size_t k, std::vector<double>& out) {
+  const size_t n = src.size();
+  sorted_blocks(in, src, len, out, [&](const float* v, size_t m, double* o) {
     double acc[kBlock] = {0};
     for (size_t j = k; j < n - k; ++j)
       for (size_t c = 0; c < kBlock; ++c) acc[c] += v[j * kBlock + c];
@@ -139,9 +155,9 @@ void trimmed_mean(const AggregateInput& in, size_t i, size_t k, std::vector<doub
 }
 
 // Each element's median: the middle value, or the mean of the two middle ones for even n.
-void median(const AggregateInput& in, size_t i, std::vector<double>& out) {
-  const size_t n = in.deltas.size();
-  sorted_blocks(in, i, out, [&](const float* v, size_t m, double* o) {
+void median(const AggregateInput& in, const Sources& src, size_t len, std::vector<double>& out) {
+  const size_t n = src.size();
+  sorted_blocks(in, src, len, out, [&](const float* v, size_t m, double* o) {
     const float* hi = v + (n / 2) * kBlock;
     const float* lo = v + ((n - 1) / 2) * kBlock;
     for (size_t c = 0; c < m; ++c) o[c] = 0.5 * (static_cast<double>(lo[c]) + hi[c]);
@@ -162,9 +178,7 @@ struct ExactOut {
 ExactOut exact_module(const AggregateInput& in, size_t ia, size_t ib) {
   const auto& gA = (*in.global)[ia];
   const auto& gB = (*in.global)[ib];
-  if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0])
-    throw UserError("aggregate (exact): " + gA.name + " " + shape_str(gA.shape) + " and " + gB.name + " " +
-                    shape_str(gB.shape) + " are not the factors [r, in] and [out, r] of one LoRA module");
+  check_pair(gA, gB, "exact");
   const int64_t r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
   // With discounts s_i: M = BA + sum(w_i s_i ((B + dB_i)(A + dA_i) - BA)) / W, i.e. one more
   // block c B A with c = sum(w_i (1 - s_i)) / W, the share of the step that stays at BA.
@@ -275,19 +289,59 @@ std::string partner_name(const std::string& a_name) {
   return a_name.substr(0, pos) + "lora_B" + a_name.substr(pos + 6);
 }
 
-void exact_step(const AggregateInput& in, Step& d, nlohmann::json& stats) {
-  const auto& g = *in.global;
+// The adapter's LoRA modules as (index of lora_A, index of its lora_B), in the adapter's order.
+std::vector<std::pair<size_t, size_t>> lora_pairs(const std::vector<codec::Tensor>& g) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < g.size(); ++i) index[g[i].name] = i;
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (size_t ia = 0; ia < g.size(); ++ia) {
+    if (g[ia].name.find("lora_A") == std::string::npos) continue;
+    if (auto it = index.find(partner_name(g[ia].name)); it != index.end()) pairs.emplace_back(ia, it->second);
+  }
+  return pairs;
+}
+
+// Gauge fixing (see aggregate.h): the global A's pseudo-inverse A^+ = A^T (A A^T)^-1 [in, r],
+// undefined when A is not of full row rank (its Gram matrix's smallest eigenvalue below 1e-10
+// of the largest): then no update of the module can be fixed and all go as sent.
+at::Tensor row_space_pinv(const codec::Tensor& gA) {
+  at::Tensor A = as_double(gA, gA.shape[0], gA.shape[1]);
+  at::Tensor gram = at::mm(A, A.t());
+  at::Tensor ev = at::linalg_eigvalsh(gram);  // ascending
+  const double hi = ev[-1].item<double>(), lo = ev[0].item<double>();
+  if (!(hi > 0) || !(lo > 1e-10 * hi)) return {};
+  return at::mm(A.t(), at::linalg_inv(gram));
+}
+
+// One update's factors of one module written in the global's gauge: K = (A + dA) A^+ and the
+// pair (B_u K, K^-1 A_u), returned as deltas from (B, A) computed as dB + B_u (K - I) and
+// dA + (K^-1 - I) A_u, so nothing cancels when K is near I (an honest worker's). false (outputs
+// untouched) when K is singular (smallest singular value below 1e-6 of the largest): an update
+// that dropped the global's row space has no such form.
+bool fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const at::Tensor& pinv, const float* dA, const float* dB,
+               std::vector<float>& fA, std::vector<float>& fB) {
+  const int64_t r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
+  at::Tensor dAd = at::from_blob(const_cast<float*>(dA), {r, nin}, at::kFloat).to(at::kDouble);
+  at::Tensor dBd = at::from_blob(const_cast<float*>(dB), {nout, r}, at::kFloat).to(at::kDouble);
+  at::Tensor E = at::mm(dAd, pinv);  // K - I, as A A^+ = I
+  at::Tensor eye = at::eye(r, at::kDouble);
+  at::Tensor sv = at::linalg_svdvals(eye + E);
+  if (!(sv[-1].item<double>() > 1e-6 * sv[0].item<double>())) return false;
+  at::Tensor Au = as_double(gA, r, nin) + dAd, Bu = as_double(gB, nout, r) + dBd;
+  at::Tensor fa = (dAd + at::mm(at::linalg_inv(eye + E) - eye, Au)).to(at::kFloat).contiguous();
+  at::Tensor fb = (dBd + at::mm(Bu, E)).to(at::kFloat).contiguous();
+  fA.assign(fa.data_ptr<float>(), fa.data_ptr<float>() + fa.numel());
+  fB.assign(fb.data_ptr<float>(), fb.data_ptr<float>() + fb.numel());
+  return true;
+}
+
+void exact_step(const AggregateInput& in, Step& d, nlohmann::json& stats) {
+  const auto& g = *in.global;
   std::vector<bool> done(g.size(), false);
   double max_err = 0, sum_err = 0;
   std::string worst;
   int modules = 0;
-  for (size_t ia = 0; ia < g.size(); ++ia) {
-    if (g[ia].name.find("lora_A") == std::string::npos) continue;
-    auto it = index.find(partner_name(g[ia].name));
-    if (it == index.end()) continue;
-    const size_t ib = it->second;
+  for (auto [ia, ib] : lora_pairs(g)) {
     ExactOut e = exact_module(in, ia, ib);
     copy_minus(e.A, g[ia], d[ia]);
     copy_minus(e.B, g[ib], d[ib]);
@@ -300,6 +354,37 @@ void exact_step(const AggregateInput& in, Step& d, nlohmann::json& stats) {
     if (!done[i]) weighted_mean(in, i, d[i]);  // not half of a LoRA pair
   stats["modules"] = modules;
   stats["reconstruction_error"] = {{"max", max_err}, {"mean", modules ? sum_err / modules : 0.0}, {"worst", worst}};
+}
+
+// trimmed_mean (k per side) or median, element by element over the updates; each LoRA module's
+// updates gauge-fixed first, one module at a time (n copies of one module, not of the adapter).
+void robust_step(const AggregateInput& in, bool trimmed, size_t k, Step& d, nlohmann::json& stats) {
+  const auto& g = *in.global;
+  const size_t n = in.deltas.size();
+  auto fold = [&](const Sources& src, size_t i) {
+    if (trimmed) trimmed_mean(in, src, g[i].data.size(), k, d[i]);
+    else median(in, src, g[i].data.size(), d[i]);
+  };
+  std::vector<bool> done(g.size(), false);
+  int64_t modules = 0, unfixable_modules = 0, unfixable_updates = 0;
+  std::vector<std::vector<float>> fA(n), fB(n);
+  for (auto [ia, ib] : lora_pairs(g)) {
+    check_pair(g[ia], g[ib], trimmed ? "trimmed_mean" : "median");
+    ++modules;
+    Sources sa = as_sent(in, ia), sb = as_sent(in, ib);
+    at::Tensor pinv = row_space_pinv(g[ia]);
+    if (!pinv.defined()) ++unfixable_modules;
+    for (size_t u = 0; pinv.defined() && u < n; ++u) {
+      if (fix_gauge(g[ia], g[ib], pinv, sa[u], sb[u], fA[u], fB[u])) sa[u] = fA[u].data(), sb[u] = fB[u].data();
+      else ++unfixable_updates;
+    }
+    fold(sa, ia);
+    fold(sb, ib);
+    done[ia] = done[ib] = true;
+  }
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!done[i]) fold(as_sent(in, i), i);
+  stats["gauge"] = {{"modules", modules}, {"unfixable_modules", unfixable_modules}, {"unfixable_updates", unfixable_updates}};
 }
 
 }  // namespace
@@ -344,6 +429,28 @@ Result<OuterState> decode_outer_state(std::string_view bytes, const std::string&
   return s;
 }
 
+double update_norm(const std::vector<codec::Tensor>& global, const std::vector<codec::Tensor>& delta) {
+  BRL_ASSERT(delta.size() == global.size(), "update_norm: the delta does not match the adapter");
+  std::vector<bool> done(global.size(), false);
+  double sq = 0;
+  auto add = [&](const float* x, size_t len) {
+    for (size_t j = 0; j < len; ++j) sq += static_cast<double>(x[j]) * x[j];
+  };
+  std::vector<float> fA, fB;
+  for (auto [ia, ib] : lora_pairs(global)) {
+    const auto &gA = global[ia], &gB = global[ib];
+    if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0]) continue;  // counted as sent
+    at::Tensor pinv = row_space_pinv(gA);
+    if (!pinv.defined() || !fix_gauge(gA, gB, pinv, delta[ia].data.data(), delta[ib].data.data(), fA, fB)) continue;
+    add(fA.data(), fA.size());
+    add(fB.data(), fB.size());
+    done[ia] = done[ib] = true;
+  }
+  for (size_t i = 0; i < global.size(); ++i)
+    if (!done[i]) add(delta[i].data.data(), delta[i].data.size());
+  return std::sqrt(sq);
+}
+
 AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in, OuterState* state) {
   check_input(in);
   const auto& g = *in.global;
@@ -357,10 +464,10 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
   } else if (cfg.mode == "trimmed_mean") {
     const size_t k = static_cast<size_t>(std::floor(cfg.trim_ratio * static_cast<double>(n)));
     BRL_ASSERT(2 * k < n, "trim_ratio must be < 0.5");
-    for (size_t i = 0; i < g.size(); ++i) trimmed_mean(in, i, k, d[i]);
+    robust_step(in, true, k, d, res.stats);
     res.stats["trimmed_per_side"] = k;
   } else if (cfg.mode == "median") {
-    for (size_t i = 0; i < g.size(); ++i) median(in, i, d[i]);
+    robust_step(in, false, 0, d, res.stats);
   } else if (cfg.mode == "exact") {
     exact_step(in, d, res.stats);
   } else {

@@ -28,6 +28,19 @@
 //                 even n). Both robust modes ignore the weights: a weight is the worker's own
 //                 claim (samples), and a robust rule must not let one worker buy influence.
 //                 The discount is the proxy's own measure (versions behind), so they honour it.
+//                 Both see each LoRA module's deltas gauge-fixed (below), so what they compare
+//                 is what an update does, not the basis its factors happen to be written in.
+//
+// Gauge fixing. A LoRA update only acts through its product: (B_u G)(G^-1 A_u) = B_u A_u for any
+// invertible r x r G, so element-wise statistics over raw factors can tell two equal updates
+// apart (or trim an honest one). With the global's factors (A, B), A of full row rank, and an
+// update's A_u = A + dA, B_u = B + dB: K = A_u A^+ (A^+ = A^T (A A^T)^-1) and the update is
+// rewritten as (B_u K, K^-1 A_u). That pair has the same product, its A agrees with the global A
+// on A's row space (K^-1 A_u A^+ = I) and differs only orthogonally to it, and it depends on the
+// product alone: (B_u G, G^-1 A_u) gives K' = G^-1 K and the very same pair. An honest worker
+// starts from (A, B) and moves A a little, so K is near I and its delta barely changes. Where
+// A is rank-deficient, or K singular (an update that dropped A's row space), the delta is
+// used as sent; stats.gauge counts both. update_norm() measures the same gauge-fixed delta.
 // Then the outer step: without momentum next = global + lr * d. With server_momentum mu > 0
 // (DiLoCo-style Nesterov, d taken as the negative outer gradient):
 //   m <- mu m + d;   next = global + lr (d + mu m)
@@ -75,10 +88,18 @@ struct AggregateInput {
 struct AggregateResult {
   std::vector<codec::Tensor> next;
   // mode, updates, total_weight, discount (sum(w_i s_i) / sum(w_i)), step_norm (|d|), delta_norm (|next - global|), and per mode:
-  // trimmed_per_side; reconstruction_error {max, mean, worst}; server_momentum,
+  // trimmed_per_side; gauge {modules, unfixable_modules, unfixable_updates} (robust modes);
+  // reconstruction_error {max, mean, worst}; server_momentum,
   // momentum_norm, outer_steps.
   nlohmann::json stats;
 };
+
+// The L2 norm of an update's delta over all tensors, each LoRA module's part gauge-fixed against
+// `global` (as the robust modes see it; as sent where it cannot be fixed): basis-independent,
+// and for an honest update within a few percent of the norm as sent. The proxy's
+// max_update_norm and max_update_norm_ratio judge this. Delta and global must match (names,
+// shapes).
+double update_norm(const std::vector<codec::Tensor>& global, const std::vector<codec::Tensor>& delta);
 
 // Throws UserError for an unknown mode, mismatched deltas, bad weights, a state that does
 // not match the adapter, or LoRA pairs of inconsistent shapes (naming the tensor). `state`

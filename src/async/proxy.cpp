@@ -202,17 +202,15 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (!delta) return reject("corrupt: " + delta.status().message());
   if (delta->size() != global_.size())
     return reject("shape: " + std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
-  double sq = 0;
   for (size_t i = 0; i < global_.size(); ++i) {
     const auto& d = (*delta)[i];
     if (d.name != global_[i].name || d.shape != global_[i].shape)
       return reject("shape: tensor " + d.name + " does not match the adapter's " + global_[i].name);
-    for (float x : d.data) {
+    for (float x : d.data)
       if (!std::isfinite(x)) return reject("nonfinite: tensor " + d.name + " holds NaN or Inf");
-      sq += static_cast<double>(x) * x;
-    }
   }
-  const double norm = std::sqrt(sq);
+  // Gauge-fixed: an update's factors written in another basis (same product) weigh the same.
+  const double norm = update_norm(global_, *delta);
   // The same bytes under another id (a replay) must not count twice. A zero delta carries
   // nothing to replay, and two workers whose groups all had equal rewards send the very same
   // one: rejecting the second stalled the sync-mode barrier (it waits for every worker).

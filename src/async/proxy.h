@@ -12,7 +12,8 @@
 // update id or a delta already considered within the staleness window; older ones are
 // stale anyway), mismatch (header vs key), future, stale, shape, nonfinite, norm
 // ([aggregation] max_update_norm, or max_update_norm_ratio x the median norm of the last
-// update_norm_window accepted updates, once at least kMinNormHistory are known; the norms
+// update_norm_window accepted updates, once at least kMinNormHistory are known; the norm is
+// async::update_norm, gauge-fixed per LoRA module, so basis changes do not move it; the norms
 // are in the manifests, so a restarted proxy keeps the window).
 #pragma once
 

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -647,4 +649,132 @@ TEST(StalenessDiscount, ExactScalesTheProductStep) {
   auto [U, S, Vh] = at::linalg_svd(M, false);
   at::Tensor best = at::mm(U.slice(1, 0, 4) * S.slice(0, 0, 4).unsqueeze(0), Vh.slice(0, 0, 4));
   EXPECT_LT(fro(product(r.next) - best) / fro(best), 1e-5);
+}
+
+// ---- Gauge fixing: the robust modes and the norm see products, not bases ------------------
+
+namespace {
+
+// A well-conditioned random r x r basis change G (I + noise) and its inverse, as doubles.
+std::pair<at::Tensor, at::Tensor> basis_change(int64_t r, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor G = at::eye(r, at::kDouble) * 1.5 + 0.4 * at::randn({r, r}, gen, at::TensorOptions().dtype(at::kDouble));
+  return {G, at::linalg_inv(G)};
+}
+
+std::vector<float> flat(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kFloat).contiguous();
+  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
+}
+
+// The delta of a worker whose adapter (B + dB, A + dA) is rewritten as ((B + dB) G, G^-1 (A + dA)).
+std::vector<Tensor> rebased(const std::vector<Tensor>& g, const std::vector<Tensor>& d, const at::Tensor& G, const at::Tensor& Gi) {
+  at::Tensor Au = mat(g[0]) + mat(d[0]), Bu = mat(g[1]) + mat(d[1]);
+  return {{kA, g[0].shape, flat(at::mm(Gi, Au) - mat(g[0]))}, {kB, g[1].shape, flat(at::mm(Bu, G) - mat(g[1]))}};
+}
+
+// A global module and five honest deltas of it: common direction + noise, both factors moved.
+struct Honest {
+  std::vector<Tensor> g;
+  std::vector<std::vector<Tensor>> ds;
+};
+Honest honest_module(int64_t r, int64_t in, int64_t out, uint64_t seed, size_t n = 5) {
+  std::mt19937 gen(static_cast<unsigned>(seed));
+  Honest h{module(r, in, out, gen, 1.0f), {}};
+  auto common = module(r, in, out, gen, 0.05f);
+  for (size_t u = 0; u < n; ++u) {
+    auto noise = module(r, in, out, gen, 0.01f);
+    for (size_t t = 0; t < 2; ++t)
+      for (size_t k = 0; k < noise[t].data.size(); ++k) noise[t].data[k] += common[t].data[k];
+    h.ds.push_back(noise);
+  }
+  return h;
+}
+
+}  // namespace
+
+// The test: a basis change G applied to one honest worker's factors changes nothing in
+// any robust mode (nor in exact, which works on products); element-wise statistics on the raw
+// factors would have moved.
+TEST(Gauge, BasisChangeOfOneWorkerChangesNothingInRobustModes) {
+  Honest h = honest_module(4, 24, 20, 31);
+  auto [G, Gi] = basis_change(4, 32);
+  auto changed = h.ds;
+  changed[2] = rebased(h.g, h.ds[2], G, Gi);
+  // The rebased worker has the same product but other factors: raw statistics see a different update.
+  EXPECT_LT(fro(product(h.g, &changed[2]) - product(h.g, &h.ds[2])) / fro(product(h.g, &h.ds[2])), 1e-5);
+  EXPECT_GT(fro(mat(changed[2][0]) - mat(h.ds[2][0])), 0.3);
+  for (const char* m : {"trimmed_mean", "median", "exact"}) {
+    SCOPED_TRACE(m);
+    auto a = aggregate(mode(m), input(h.g, h.ds), nullptr);
+    auto b = aggregate(mode(m), input(h.g, changed), nullptr);
+    for (size_t t = 0; t < 2; ++t) {
+      double diff = fro(mat(a.next[t]) - mat(b.next[t])), step = fro(mat(a.next[t]) - mat(h.g[t]));
+      EXPECT_LT(diff, 1e-4 * step) << a.next[t].name << ": step " << step;
+    }
+    if (std::string(m) != "exact") {
+      EXPECT_EQ(b.stats["gauge"]["modules"], 1);
+      EXPECT_EQ(b.stats["gauge"]["unfixable_updates"], 0);
+    }
+  }
+  // What the raw factors' median would have done: one of the five A columns moved a lot.
+  auto raw_median = [&](const std::vector<std::vector<Tensor>>& ds) {
+    std::vector<float> out;
+    for (size_t k = 0; k < ds[0][0].data.size(); ++k) {
+      std::vector<float> v;
+      for (auto& d : ds) v.push_back(d[0].data[k]);
+      std::nth_element(v.begin(), v.begin() + 2, v.end());
+      out.push_back(v[2]);
+    }
+    return out;
+  };
+  auto r0 = raw_median(h.ds), r1 = raw_median(changed);
+  double moved = 0;
+  for (size_t k = 0; k < r0.size(); ++k) moved = std::max(moved, static_cast<double>(std::abs(r0[k] - r1[k])));
+  EXPECT_GT(moved, 1e-3) << "the basis change must matter to raw factor statistics, else this test proves nothing";
+}
+
+// One update through the median is the update itself, gauge-fixed: the same product (the
+// adapter it makes acts the same), and its A agrees with the global A on A's row space.
+TEST(Gauge, FixedPairKeepsTheProductAndTheRowSpace) {
+  Honest h = honest_module(3, 16, 10, 41, 1);
+  auto r = aggregate(mode("median"), input(h.g, h.ds), nullptr);
+  at::Tensor want = product(h.g, &h.ds[0]);
+  EXPECT_LT(fro(product(r.next) - want) / fro(want), 1e-5);
+  at::Tensor A = mat(h.g[0]), pinv = at::mm(A.t(), at::linalg_inv(at::mm(A, A.t())));
+  EXPECT_LT(fro(at::mm(mat(r.next[0]), pinv) - at::eye(3, at::kDouble)), 1e-5);
+}
+
+// update_norm: the same for a rebased worker; the norm as sent when dA = 0 (K = I) or when A
+// is rank-deficient (nothing to fix against); raw norms differ under the basis change.
+TEST(Gauge, UpdateNormIsBasisIndependent) {
+  Honest h = honest_module(4, 24, 20, 51, 1);
+  auto [G, Gi] = basis_change(4, 52);
+  auto d = h.ds[0], c = rebased(h.g, d, G, Gi);
+  auto raw = [](const std::vector<Tensor>& x) { return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2)); };
+  EXPECT_GT(std::abs(raw(c) - raw(d)), 0.1 * raw(d));
+  EXPECT_NEAR(update_norm(h.g, c), update_norm(h.g, d), 1e-5 * update_norm(h.g, d));
+  auto only_b = d;
+  std::fill(only_b[0].data.begin(), only_b[0].data.end(), 0.0f);
+  EXPECT_NEAR(update_norm(h.g, only_b), raw(only_b), 1e-6 * raw(only_b));
+  auto flat_a = h.g;
+  std::fill(flat_a[0].data.begin(), flat_a[0].data.end(), 0.5f);  // rank 1 < r
+  EXPECT_NEAR(update_norm(flat_a, d), raw(d), 1e-6 * raw(d));
+  auto s = aggregate(mode("median"), input(flat_a, h.ds), nullptr).stats["gauge"];
+  EXPECT_EQ(s["unfixable_modules"], 1);
+}
+
+// Four honest workers and one that sends 100 x (resp. -100 x) its delta, on a LoRA module: the
+// robust modes' product stays near the honest workers' mean product, fedavg's does not.
+TEST_P(Robust, OneAttackerOfFiveOnALoraModule) {
+  const float attack = GetParam();
+  Honest h = honest_module(4, 24, 20, 61);
+  at::Tensor honest = at::zeros({20, 24}, at::kDouble);
+  for (size_t u = 0; u < 4; ++u) honest += product(h.g, &h.ds[u]) / 4;
+  for (auto& t : h.ds[4]) for (auto& x : t.data) x *= attack;
+  auto dist = [&](const std::vector<Tensor>& next) { return fro(product(next) - honest) / fro(honest - product(h.g)); };
+  const std::vector<double> w{1, 1, 1, 1, 1000};
+  EXPECT_LT(dist(aggregate(mode("trimmed_mean"), input(h.g, h.ds, w), nullptr).next), 0.1);
+  EXPECT_LT(dist(aggregate(mode("median"), input(h.g, h.ds, w), nullptr).next), 0.1);
+  EXPECT_GT(dist(aggregate(mode("fedavg"), input(h.g, h.ds), nullptr).next), 10.0);
 }
