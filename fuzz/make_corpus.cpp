@@ -50,12 +50,26 @@ void safetensors_seeds() {
 }
 
 void codec_seeds() {
-  for (codec::Kind k : {codec::Kind::fp32, codec::Kind::bf16, codec::Kind::int8, codec::Kind::int4}) {
+  for (codec::Kind k : {codec::Kind::fp32, codec::Kind::bf16, codec::Kind::int8, codec::Kind::int4, codec::Kind::topk_int2,
+                        codec::Kind::topk_int4}) {
     const std::string kn = codec::kind_name(k);
+    codec::Options o{k, 8, 0};
+    o.topk_chunk = 16;
+    o.topk_density = 0.3;
     // Mode byte 0: a whole payload (stored and zstd); 1: a body that the target frames.
-    for (int level : {0, 3}) put("codec", kn + "_z" + std::to_string(level), std::string(1, '\0') + codec::encode(small_delta(), {k, 8, level}));
-    put("codec", kn + "_body", std::string(1, '\1') + codec::unframe(codec::encode(small_delta(), {k, 8, 0})).value());
+    for (int level : {0, 3}) {
+      o.zstd_level = level;
+      put("codec", kn + "_z" + std::to_string(level), std::string(1, '\0') + codec::encode(small_delta(), o));
+    }
+    o.zstd_level = 0;
+    put("codec", kn + "_body", std::string(1, '\1') + codec::unframe(codec::encode(small_delta(), o)).value());
   }
+  // Mode byte 2 (int2) / 6 (int4): floats for the topk round trip; run length 16 + 20, density 80/256.
+  std::string floats = {'\2', 20, 0, 79};
+  for (auto& t : small_delta()) floats.append(reinterpret_cast<const char*>(t.data.data()), 4 * t.data.size());
+  put("codec", "topk_round_trip_int2", floats);
+  floats[0] = '\6';
+  put("codec", "topk_round_trip_int4", floats);
 }
 
 void update_seeds() {

@@ -219,6 +219,8 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   codec::Options copt;
   copt.kind = codec::parse_kind(cfg.sync.codec);
   copt.block_size = cfg.sync.block_size;
+  copt.topk_chunk = cfg.sync.topk_chunk;
+  copt.topk_density = cfg.sync.topk_density;
   copt.zstd_level = cfg.sync.zstd_level;
   codec::ErrorFeedback feedback;
 

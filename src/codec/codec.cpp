@@ -30,10 +30,19 @@ constexpr size_t kPrefixSize = 24;  // magic, version, compression, 2 reserved, 
 constexpr size_t kChecksumSize = 8;
 constexpr const char* kFormat = "1";  // body layout version, in __metadata__["format"]
 constexpr int kMinBlock = 8, kMaxBlock = 4096, kMaxLevel = 19;
-constexpr const char* kValidKinds = "fp32, bf16, int8, int4";
+constexpr int kMinChunk = 16, kMaxChunk = 32768;  // a run's indices fit I16
+constexpr const char* kValidKinds = "fp32, bf16, int8, int4, topk_int2, topk_int4";
 
 bool quantized(Kind k) { return k == Kind::int8 || k == Kind::int4; }
 int qmax(Kind k) { return k == Kind::int8 ? 127 : 7; }
+int code_bits(Kind k) { return k == Kind::topk_int2 ? 2 : 4; }
+int levels(Kind k) { return 1 << (code_bits(k) - 1); }  // magnitude levels; the top code bit is the sign
+// The extra body tensors of each tensor, per kind (their names must not collide).
+std::vector<std::string> suffixes(Kind k) {
+  if (quantized(k)) return {".scale"};
+  if (is_sparse(k)) return {".count", ".index", ".range"};
+  return {};
+}
 
 // Decode failures: a status code and a message, turned into a Status at the API boundary.
 struct DecodeError : std::runtime_error {
@@ -110,6 +119,65 @@ void dequantize(const int8_t* codes, uint64_t n, int block, const float* scales,
     const float s = scales[b];
     for (uint64_t i = lo; i < hi; ++i) out[i] = static_cast<float>(codes[i]) * s;
   }
+}
+
+// ---- topk kinds ---------------------------------------------------------------------
+
+// Elements a run of len sends: ceil(density * len), at least 1, at most len.
+uint64_t topk_count(uint64_t len, double density) {
+  const double k = std::ceil(density * static_cast<double>(len));
+  return std::clamp<uint64_t>(static_cast<uint64_t>(k), 1, len);
+}
+
+struct Sparse {
+  std::vector<int32_t> count;  // per run
+  std::vector<int16_t> index;  // per sent element, its index in the run
+  std::vector<float> range;    // per run: lo, hi
+  std::vector<uint8_t> codes;  // per sent element, unpacked
+};
+
+// Chunked top-k of x (finite) with the codes of the sent elements.
+Sparse sparsify(const float* x, uint64_t n, Kind kind, int chunk, double density) {
+  Sparse sp;
+  const int L = levels(kind);
+  std::vector<uint32_t> order;
+  for (uint64_t lo_i = 0; lo_i < n; lo_i += chunk) {
+    const uint64_t len = std::min<uint64_t>(chunk, n - lo_i), k = topk_count(len, density);
+    const float* r = x + lo_i;
+    order.resize(len);
+    for (uint32_t i = 0; i < len; ++i) order[i] = i;
+    // A total order (magnitude down, then index up), so the choice never depends on the library.
+    auto before = [r](uint32_t a, uint32_t b) {
+      const float ma = std::abs(r[a]), mb = std::abs(r[b]);
+      return ma > mb || (ma == mb && a < b);
+    };
+    if (k < len) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(), before);
+    order.resize(k);
+    // Zeros are not sent (they decode as 0 anyway; sent, one would come back as a level's centre).
+    order.erase(std::remove_if(order.begin(), order.end(), [r](uint32_t i) { return r[i] == 0; }), order.end());
+    std::sort(order.begin(), order.end());
+    float lo = order.empty() ? 0.0f : std::abs(r[order[0]]), hi = lo;
+    for (uint32_t i : order) lo = std::min(lo, std::abs(r[i])), hi = std::max(hi, std::abs(r[i]));
+    const double w = (static_cast<double>(hi) - lo) / L;
+    sp.count.push_back(static_cast<int32_t>(order.size()));
+    sp.range.push_back(lo);
+    sp.range.push_back(hi);
+    for (uint32_t i : order) {
+      const int j = w > 0 ? static_cast<int>(std::min<double>(L - 1, std::floor((std::abs(r[i]) - lo) / w))) : 0;
+      sp.index.push_back(static_cast<int16_t>(i));
+      sp.codes.push_back(static_cast<uint8_t>((std::signbit(r[i]) ? L : 0) + j));
+    }
+  }
+  return sp;
+}
+
+uint64_t packed_bytes(uint64_t codes, int bits) { return (codes * bits + 7) / 8; }
+
+std::string pack_codes(const std::vector<uint8_t>& codes, int bits) {
+  std::string out(packed_bytes(codes.size(), bits), '\0');
+  for (size_t i = 0; i < codes.size(); ++i)
+    out[i * bits / 8] = static_cast<char>(static_cast<uint8_t>(out[i * bits / 8]) | (codes[i] << (i * bits % 8)));
+  return out;
 }
 
 // Index of the first element for which bad() holds, or n. The all-good case, the common
@@ -261,6 +329,42 @@ const st::TensorView& view(const st::SafetensorsFile& f, const std::string& name
   return *v;
 }
 
+// Writes the sent elements of a topk tensor into out (zeros), checking what no encoder writes:
+// indices out of their run or not ascending, ranges that are not 0 <= lo <= hi < inf, set
+// padding bits. Counts and sizes were checked in pass 1.
+void decode_sparse(const uint8_t* codes, const uint8_t* count, const uint8_t* index, const uint8_t* range, Kind kind,
+                   int chunk, const std::string& name, std::vector<float>& out) {
+  const uint64_t n = out.size();
+  const int bits = code_bits(kind), L = levels(kind);
+  uint64_t e = 0;  // sent elements so far
+  for (uint64_t r = 0, lo_i = 0; lo_i < n; ++r, lo_i += chunk) {
+    int32_t c;
+    float lo, hi;
+    std::memcpy(&c, count + 4 * r, 4);
+    std::memcpy(&lo, range + 8 * r, 4);
+    std::memcpy(&hi, range + 8 * r + 4, 4);
+    if (!(lo >= 0 && lo <= hi && hi <= FLT_MAX))
+      corrupt("tensor \"" + name + "\" run " + std::to_string(r) + " has range [" + std::to_string(lo) + ", " +
+              std::to_string(hi) + "] (must be finite, 0 <= lo <= hi)");
+    const uint64_t len = std::min<uint64_t>(chunk, n - lo_i);
+    const double w = (static_cast<double>(hi) - lo) / L;
+    int64_t prev = -1;
+    for (int32_t k = 0; k < c; ++k, ++e) {
+      int16_t i;
+      std::memcpy(&i, index + 2 * e, 2);
+      if (i <= prev || static_cast<uint64_t>(i) >= len)
+        corrupt("tensor \"" + name + "\" run " + std::to_string(r) + " index " + std::to_string(i) +
+                (i <= prev ? " is not above the one before it" : " is outside the run"));
+      prev = i;
+      const int code = (codes[e * bits / 8] >> (e * bits % 8)) & ((1 << bits) - 1);
+      const float m = std::min(hi, static_cast<float>(lo + (code % L + 0.5) * w));
+      out[lo_i + static_cast<uint64_t>(i)] = code >= L ? -m : m;
+    }
+  }
+  if (const uint64_t used = e * bits; used % 8 && (codes[used / 8] >> (used % 8)) != 0)
+    corrupt("tensor \"" + name + "\" has non-zero padding bits after its last code");
+}
+
 std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
   const auto f = st::SafetensorsFile::from_buffer(body.data(), body.size(), "update payload body");
   const auto& md = f.metadata();
@@ -285,8 +389,17 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
       corrupt("tensor \"" + e.get<std::string>() + "\" is listed twice");
     names.push_back(e.get<std::string>());
   }
+  const bool sparse = is_sparse(kind);
+  int chunk = 0;
+  if (sparse) {
+    const std::string& c = meta(md, "topk_chunk");
+    if (c.empty() || c.size() > 5 || !std::all_of(c.begin(), c.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+        std::stoi(c) < kMinChunk || std::stoi(c) > kMaxChunk)
+      corrupt("topk_chunk \"" + c + "\" is not an integer in [" + std::to_string(kMinChunk) + ", " + std::to_string(kMaxChunk) + "]");
+    chunk = std::stoi(c);
+  }
   nlohmann::json shapes;
-  if (kind == Kind::int4) {
+  if (kind == Kind::int4 || sparse) {
     shapes = parse_json(meta(md, "shapes"), "shapes");
     if (!shapes.is_object() || shapes.size() != names.size())
       corrupt("__metadata__[\"shapes\"] is not an object with one shape per listed tensor");
@@ -296,6 +409,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
   struct Plan {
     const st::TensorView* codes = nullptr;
     const st::TensorView* scales = nullptr;
+    const st::TensorView *count = nullptr, *index = nullptr, *range = nullptr;  // topk kinds
     std::vector<int64_t> shape;
     uint64_t numel;
   };
@@ -308,9 +422,37 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
       case Kind::fp32: p.codes = &view(f, name, st::DType::F32, kind); break;
       case Kind::bf16: p.codes = &view(f, name, st::DType::BF16, kind); break;
       case Kind::int8: p.codes = &view(f, name, st::DType::I8, kind); break;
-      case Kind::int4: p.codes = &view(f, name, st::DType::U8, kind); break;
+      case Kind::int4:
+      case Kind::topk_int2:
+      case Kind::topk_int4: p.codes = &view(f, name, st::DType::U8, kind); break;
     }
-    if (kind == Kind::int4) {
+    if (sparse) {
+      if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
+      p.shape = parse_shape(shapes[name], name, &p.numel);
+      const uint64_t runs = num_blocks(p.numel, chunk);
+      p.count = &view(f, name + ".count", st::DType::I32, kind);
+      p.index = &view(f, name + ".index", st::DType::I16, kind);
+      p.range = &view(f, name + ".range", st::DType::F32, kind);
+      if (p.count->shape != std::vector<int64_t>{static_cast<int64_t>(runs)} ||
+          p.range->shape != std::vector<int64_t>{static_cast<int64_t>(runs), 2})
+        corrupt("tensor \"" + name + "\": " + std::to_string(p.numel) + " elements in runs of " + std::to_string(chunk) +
+                " need .count [" + std::to_string(runs) + "] and .range [" + std::to_string(runs) + ", 2], not " +
+                shape_str(p.count->shape) + " and " + shape_str(p.range->shape));
+      uint64_t sent = 0;
+      for (uint64_t r = 0; r < runs; ++r) {
+        int32_t c;
+        std::memcpy(&c, p.count->data + 4 * r, 4);
+        const uint64_t len = std::min<uint64_t>(chunk, p.numel - r * chunk);
+        if (c < 0 || static_cast<uint64_t>(c) > len)
+          corrupt("tensor \"" + name + "\" run " + std::to_string(r) + " sends " + std::to_string(c) + " of its " +
+                  std::to_string(len) + " elements");
+        sent += static_cast<uint64_t>(c);
+      }
+      if (p.index->shape.size() != 1 || static_cast<uint64_t>(p.index->shape[0]) != sent ||
+          p.codes->shape.size() != 1 || static_cast<uint64_t>(p.codes->shape[0]) != packed_bytes(sent, code_bits(kind)))
+        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements: .index " + shape_str(p.index->shape) +
+                " and codes " + shape_str(p.codes->shape) + " do not match");
+    } else if (kind == Kind::int4) {
       if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
       p.shape = parse_shape(shapes[name], name, &p.numel);
       const uint64_t packed = p.numel / 2 + p.numel % 2;
@@ -330,7 +472,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
                 " need [" + std::to_string(nb) + "]");
     }
     used.insert(name);
-    if (q) used.insert(name + ".scale");
+    for (auto& sfx : suffixes(kind)) used.insert(name + sfx);
     uint64_t bytes;
     if (!mul_ok(p.numel, sizeof(float), &bytes) || (total += bytes) < bytes)
       too_big("the decoded tensors", UINT64_MAX, max_out);
@@ -401,6 +543,10 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
         dequantize(codes.data(), p.numel, block, scales.data(), o.data.data());
         break;
       }
+      case Kind::topk_int2:
+      case Kind::topk_int4:
+        decode_sparse(p.codes->data, p.count->data, p.index->data, p.range->data, kind, chunk, name, o.data);
+        break;
     }
     out.push_back(std::move(o));
   }
@@ -446,6 +592,8 @@ Kind parse_kind(const std::string& s) {
   if (s == "bf16") return Kind::bf16;
   if (s == "int8") return Kind::int8;
   if (s == "int4") return Kind::int4;
+  if (s == "topk_int2") return Kind::topk_int2;
+  if (s == "topk_int4") return Kind::topk_int4;
   throw UserError("unknown update codec \"" + s + "\"", std::string("valid codecs: ") + kValidKinds);
 }
 
@@ -455,9 +603,13 @@ const char* kind_name(Kind k) {
     case Kind::bf16: return "bf16";
     case Kind::int8: return "int8";
     case Kind::int4: return "int4";
+    case Kind::topk_int2: return "topk_int2";
+    case Kind::topk_int4: return "topk_int4";
   }
   BRL_ASSERT(false, "bad codec kind " + std::to_string(static_cast<int>(k)));
 }
+
+bool is_sparse(Kind k) { return k == Kind::topk_int2 || k == Kind::topk_int4; }
 
 void validate(const Options& opt) {
   kind_name(opt.kind);
@@ -469,6 +621,12 @@ void validate(const Options& opt) {
   if (opt.zstd_level < 0 || opt.zstd_level > kMaxLevel)
     throw UserError("codec zstd_level " + std::to_string(opt.zstd_level) + " is outside [0, " +
                     std::to_string(kMaxLevel) + "]", "0 stores the payload uncompressed; 3 is zstd's default");
+  if (opt.topk_chunk < kMinChunk || opt.topk_chunk > kMaxChunk)
+    throw UserError("codec topk_chunk " + std::to_string(opt.topk_chunk) + " is outside [" + std::to_string(kMinChunk) +
+                    ", " + std::to_string(kMaxChunk) + "]", "SparseLoCo uses 4096");
+  if (!(opt.topk_density > 0 && opt.topk_density <= 1))
+    throw UserError("codec topk_density " + std::to_string(opt.topk_density) + " is outside (0, 1]",
+                    "the fraction of each run sent; SparseLoCo sends 64 of 4096 (0.015625)");
 }
 
 double error_bound(Kind k, double absmax) {
@@ -477,6 +635,8 @@ double error_bound(Kind k, double absmax) {
     case Kind::bf16: return absmax * kBf16RelativeError;
     case Kind::int8:
     case Kind::int4: return absmax / qmax(k) / 2;
+    case Kind::topk_int2:
+    case Kind::topk_int4: return absmax / levels(k) / 2;
   }
   BRL_ASSERT(false, "bad codec kind");
 }
@@ -528,14 +688,17 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
     if (t.name.empty() || t.name == "__metadata__")
       throw UserError("codec encode: bad tensor name \"" + t.name + "\"",
                       "names must be non-empty and not \"__metadata__\"");
-    if (!stored.insert(t.name).second || (q && !stored.insert(t.name + ".scale").second))
-      throw UserError("codec encode: tensor name \"" + t.name + "\" is duplicated or collides with a \"" +
-                      "<name>.scale\" entry of codec " + kind_name(opt.kind));
+    bool fresh = stored.insert(t.name).second;
+    for (auto& sfx : suffixes(opt.kind)) fresh = stored.insert(t.name + sfx).second && fresh;
+    if (!fresh)
+      throw UserError("codec encode: tensor name \"" + t.name + "\" is duplicated or collides with the extra " +
+                      "entries (<name>.scale, .count, .index, .range) of codec " + kind_name(opt.kind));
   }
 
   // Owning buffers first, views after, so no reallocation moves what a view points to.
   struct Enc {
     std::string codes, scales;
+    Sparse sparse;
   };
   std::vector<Enc> enc(tensors.size());
   nlohmann::json list = nlohmann::json::array(), shapes = nlohmann::json::object();
@@ -586,6 +749,13 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
         }
         break;
       }
+      case Kind::topk_int2:
+      case Kind::topk_int4:
+        check_finite();
+        e.sparse = sparsify(x.data.data(), n, opt.kind, opt.topk_chunk, opt.topk_density);
+        e.codes = pack_codes(e.sparse.codes, code_bits(opt.kind));
+        shapes[x.name] = x.shape;
+        break;
     }
   }
 
@@ -607,6 +777,17 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
         tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(),
                        e.codes.size()});
         break;
+      case Kind::topk_int2:
+      case Kind::topk_int4: {
+        const auto& sp = e.sparse;
+        const int64_t runs = static_cast<int64_t>(sp.count.size());
+        tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(), e.codes.size()});
+        tds.push_back({x.name + ".count", st::DType::I32, {runs}, sp.count.data(), sp.count.size() * 4});
+        tds.push_back({x.name + ".index", st::DType::I16, {static_cast<int64_t>(sp.index.size())}, sp.index.data(),
+                       sp.index.size() * 2});
+        tds.push_back({x.name + ".range", st::DType::F32, {runs, 2}, sp.range.data(), sp.range.size() * 4});
+        break;
+      }
     }
     if (q)
       tds.push_back({x.name + ".scale", st::DType::F32,
@@ -617,7 +798,8 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
                                         {"codec", kind_name(opt.kind)},
                                         {"block_size", std::to_string(opt.block_size)},
                                         {"tensors", list.dump()}};
-  if (opt.kind == Kind::int4) md["shapes"] = shapes.dump();
+  if (opt.kind == Kind::int4 || is_sparse(opt.kind)) md["shapes"] = shapes.dump();
+  if (is_sparse(opt.kind)) md["topk_chunk"] = std::to_string(opt.topk_chunk);
   return frame(st::serialize_safetensors(tds, md), opt.zstd_level);
 }
 

@@ -3,7 +3,13 @@
 //
 // Codecs: fp32 (exact), bf16 (round to nearest even), int8 and int4 (symmetric blockwise
 // absmax: each run of block_size consecutive elements of the flattened tensor gets the F32
-// scale absmax/127 resp. absmax/7 and codes round(x / scale), so |error| <= scale / 2).
+// scale absmax/127 resp. absmax/7 and codes round(x / scale), so |error| <= scale / 2), and
+// the sparse topk_int2 / topk_int4 (SparseLoCo's chunked top-k): each run of topk_chunk
+// elements sends only its k = ceil(topk_density * run length) largest in magnitude (ties: the
+// lower index; zeros are never sent), as their index in the run and a 2- or 4-bit code: a sign bit and a magnitude
+// level j of L = 2 resp. 8 uniform levels between the smallest (lo) and largest (hi) sent
+// magnitude of the run, decoded as lo + (j + 1/2)(hi - lo) / L (|error| <= (hi - lo) / 2L);
+// the rest decode as 0. With error feedback (below) what is not sent is sent later.
 //
 // Wire format (self-describing: the proxy decodes any codec without being told which):
 //   prefix (24 bytes): "BRLC", u8 frame version (1), u8 compression (0 stored, 1 zstd),
@@ -13,9 +19,14 @@
 //                   U8 (int4: two codes per byte, element 2i in the low nibble, stored as
 //                   code + 8 in 1..15; the spare high nibble of an odd count is 0)
 //     <name>.scale  F32 per-block scales [ceil(numel / block_size)] (int8, int4 only)
+//   topk kinds instead: <name> U8 the codes of the sent elements in order, packed 4 (int2)
+//     or 2 (int4) per byte from the low bits, the spare high bits of the last byte 0;
+//     <name>.count I32 [runs] elements sent per run; <name>.index I16 [sent] each one's
+//     index in its run, ascending within a run; <name>.range F32 [runs, 2] lo, hi per run.
 //   and __metadata__ {"format": "1", "codec": "int4", "block_size": "64",
 //     "tensors": JSON array of the names in order, "shapes": JSON object name -> logical
-//     shape (int4 only, where packing changes the stored shape)}.
+//     shape (int4 and topk kinds, where packing changes the stored shape), "topk_chunk"
+//     (topk kinds)}.
 // The checksum makes every corruption of the prefix or body a decode error rather than a
 // silently different delta.
 #pragma once
@@ -36,7 +47,8 @@ struct Tensor {
   std::vector<float> data;
 };
 
-enum class Kind { fp32, bf16, int8, int4 };
+enum class Kind { fp32, bf16, int8, int4, topk_int2, topk_int4 };
+bool is_sparse(Kind k);
 
 // n floats to bfloat16 (2 bytes each, little-endian, any alignment), rounded to nearest even
 // (a finite value beyond the largest bf16 clamps to it, so a finite input never becomes
@@ -45,7 +57,8 @@ void to_bf16(const float* x, uint64_t n, void* out);
 void from_bf16(const void* in, uint64_t n, float* out);
 float round_bf16(float x);
 
-// "fp32" | "bf16" | "int8" | "int4"; throws UserError naming the bad value and the valid ones.
+// "fp32" | "bf16" | "int8" | "int4" | "topk_int2" | "topk_int4"; throws UserError naming the
+// bad value and the valid ones.
 Kind parse_kind(const std::string& s);
 const char* kind_name(Kind k);
 
@@ -53,6 +66,10 @@ struct Options {
   Kind kind = Kind::int8;
   int block_size = 64;  // elements per scale, 8 .. 4096 (int8/int4 only; recorded for all)
   int zstd_level = 3;   // 0 = stored uncompressed, 1 .. 19 = zstd level
+  // topk kinds: elements per run (16 .. 32768) and the fraction of each run sent, (0, 1]
+  // (SparseLoCo: 64 of 4096).
+  int topk_chunk = 4096;
+  double topk_density = 1.0 / 64;
 };
 // Throws UserError naming the bad field and its valid range.
 void validate(const Options& opt);
@@ -76,7 +93,9 @@ Result<std::string> unframe(std::string_view bytes, uint64_t max_body_bytes = 1u
 
 // Worst-case |x - decoded| for an element of a block whose absmax is m, in exact arithmetic:
 // fp32 0, bf16 m * 2^-8 (bf16 keeps 8 significant bits, so per element |x| * 2^-8 for
-// normal numbers), int8 m / 127 / 2, int4 m / 7 / 2. Float rounding of the scale and the
+// normal numbers), int8 m / 127 / 2, int4 m / 7 / 2; topk_int2 m / 4, topk_int4 m / 16 for the
+// elements a run sends (hi - lo <= m; the others are not bounded by m: they are dropped, and
+// error feedback carries them). Float rounding of the scale and the
 // product adds a few ulps of m on top (and blocks with m below ~1e-36, whose scale is
 // subnormal, can be off by ~1e-43 absolute).
 double error_bound(Kind k, double absmax);

@@ -20,8 +20,10 @@ ConfigTable SyncConfig::table() {
       .add("sync_interval_s", &sync_interval_s, "upload a delta every T seconds")
       .add("sync_steps", &sync_steps, "or every K steps, whichever first (0 = time only)")
       .add("heartbeat_interval_s", &heartbeat_interval_s, "seconds between heartbeats")
-      .add("codec", &codec, "fp32 | bf16 | int8 | int4")
+      .add("codec", &codec, "fp32 | bf16 | int8 | int4 | topk_int2 | topk_int4")
       .add("block_size", &block_size, "int8/int4 absmax block size")
+      .add("topk_chunk", &topk_chunk, "topk codecs: elements per run, 16 .. 32768")
+      .add("topk_density", &topk_density, "topk codecs: fraction of each run sent, (0, 1]")
       .add("zstd_level", &zstd_level, "0 = no compression")
       .add("error_feedback", &error_feedback, "carry the quantization residual into the next delta");
   return t;
@@ -34,8 +36,10 @@ void SyncConfig::validate() const {
   if (!(sync_interval_s > 0)) bad("sync", "sync_interval_s", std::to_string(sync_interval_s), "must be > 0");
   if (sync_steps < 0) bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 0");
   if (!(heartbeat_interval_s > 0)) bad("sync", "heartbeat_interval_s", std::to_string(heartbeat_interval_s), "must be > 0");
-  if (codec != "fp32" && codec != "bf16" && codec != "int8" && codec != "int4")
-    bad("sync", "codec", "\"" + codec + "\"", "must be one of fp32, bf16, int8, int4");
+  if (codec != "fp32" && codec != "bf16" && codec != "int8" && codec != "int4" && codec != "topk_int2" && codec != "topk_int4")
+    bad("sync", "codec", "\"" + codec + "\"", "must be one of fp32, bf16, int8, int4, topk_int2, topk_int4");
+  if (topk_chunk < 16 || topk_chunk > 32768) bad("sync", "topk_chunk", std::to_string(topk_chunk), "must be in [16, 32768]");
+  if (!(topk_density > 0 && topk_density <= 1)) bad("sync", "topk_density", std::to_string(topk_density), "must be in (0, 1]");
   if (block_size < 8 || block_size > 4096) bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
   if (zstd_level < 0 || zstd_level > 19) bad("sync", "zstd_level", std::to_string(zstd_level), "must be in [0, 19]");
 }

@@ -20,8 +20,10 @@ struct SyncConfig {
   double sync_interval_s = 15;     // upload a delta every T seconds ...
   int sync_steps = 0;              // ... or every K GRPO steps, whichever first (0 = time only)
   double heartbeat_interval_s = 5;
-  std::string codec = "fp32";      // fp32 | bf16 | int8 | int4
+  std::string codec = "fp32";      // fp32 | bf16 | int8 | int4 | topk_int2 | topk_int4
   int block_size = 64;             // int8/int4: elements per absmax block
+  int topk_chunk = 4096;           // topk: elements per run ...
+  double topk_density = 1.0 / 64;  // ... and the fraction of each run sent (SparseLoCo: 64 of 4096)
   int zstd_level = 3;              // 0 = no compression
   bool error_feedback = true;      // keep the quantization residual, add it to the next delta
   ConfigTable table();
