@@ -72,30 +72,35 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"demo (h128, 4 layers, r8)", 128, 4, 4, 2, 32, 352, 8},
                           {"Qwen2.5-0.5B (r16)", 896, 24, 14, 2, 64, 4864, 16}};
   try {
-    std::printf("| adapter | params | codec | block | bytes (zstd %d) | bytes/param | %% of fp32 | stored bytes | encode ms | decode ms |\n",
+    std::printf("| adapter | params | codec | block | bytes (zstd %d) | bytes/param | %% of fp32 | fp32 / bytes | stored bytes | encode ms | decode ms |\n",
                 level);
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (auto& s : shapes) {
       const auto ts = adapter(s, 7);
       size_t params = 0;
       for (auto& t : ts) params += t.data.size();
       double fp32_bytes = 0;
-      const std::pair<Kind, int> runs[] = {{Kind::fp32, 64}, {Kind::bf16, 64}, {Kind::int8, 64},
-                                           {Kind::int8, 128}, {Kind::int4, 64}, {Kind::int4, 128}};
+      // block: elements per scale (int8, int4) or per top-k run (topk: SparseLoCo's 64 of 4096).
+      const std::pair<Kind, int> runs[] = {{Kind::fp32, 64},       {Kind::bf16, 64},        {Kind::int8, 64},
+                                           {Kind::int8, 128},      {Kind::int4, 64},        {Kind::int4, 128},
+                                           {Kind::topk_int2, 4096}, {Kind::topk_int4, 4096}};
       for (auto [k, block] : runs) {
-        const codec::Options opt{k, block, level};
+        codec::Options opt{k, codec::is_sparse(k) ? 64 : block, level};
+        opt.topk_chunk = 4096;
         std::string bytes;
         std::vector<double> enc, dec;
         for (int r = 0; r < reps; ++r) {
           enc.push_back(1e3 * bench::seconds_of([&] { bytes = codec::encode(ts, opt); }));
           dec.push_back(1e3 * bench::seconds_of([&] { codec::decode(bytes).status().throw_if_error(); }));
         }
-        const size_t stored = codec::encode(ts, {k, block, 0}).size();
+        codec::Options stored_opt = opt;
+        stored_opt.zstd_level = 0;
+        const size_t stored = codec::encode(ts, stored_opt).size();
         if (k == Kind::fp32) fp32_bytes = static_cast<double>(bytes.size());
-        const bool blocked = k == Kind::int8 || k == Kind::int4;
-        std::printf("| %s | %.2fM | %s | %s | %zu | %.3f | %.1f %% | %zu | %.1f | %.1f |\n", s.name, params / 1e6,
+        const bool blocked = k != Kind::fp32 && k != Kind::bf16;
+        std::printf("| %s | %.2fM | %s | %s | %zu | %.3f | %.1f %% | %.1fx | %zu | %.1f | %.1f |\n", s.name, params / 1e6,
                     codec::kind_name(k), blocked ? std::to_string(block).c_str() : "-", bytes.size(),
-                    static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes, stored,
+                    static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes, fp32_bytes / bytes.size(), stored,
                     bench::median(enc), bench::median(dec));
       }
     }

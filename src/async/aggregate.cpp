@@ -313,26 +313,35 @@ at::Tensor row_space_pinv(const codec::Tensor& gA) {
   return at::mm(A.t(), at::linalg_inv(gram));
 }
 
-// One update's factors of one module written in the global's gauge: K = (A + dA) A^+ and the
-// pair (B_u K, K^-1 A_u), returned as deltas from (B, A) computed as dB + B_u (K - I) and
-// dA + (K^-1 - I) A_u, so nothing cancels when K is near I (an honest worker's). false (outputs
-// untouched) when K is singular (smallest singular value below 1e-6 of the largest): an update
-// that dropped the global's row space has no such form.
-bool fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const at::Tensor& pinv, const float* dA, const float* dB,
-               std::vector<float>& fA, std::vector<float>& fB) {
-  const int64_t r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
-  at::Tensor dAd = at::from_blob(const_cast<float*>(dA), {r, nin}, at::kFloat).to(at::kDouble);
-  at::Tensor dBd = at::from_blob(const_cast<float*>(dB), {nout, r}, at::kFloat).to(at::kDouble);
-  at::Tensor E = at::mm(dAd, pinv);  // K - I, as A A^+ = I
-  at::Tensor eye = at::eye(r, at::kDouble);
-  at::Tensor sv = at::linalg_svdvals(eye + E);
-  if (!(sv[-1].item<double>() > 1e-6 * sv[0].item<double>())) return false;
-  at::Tensor Au = as_double(gA, r, nin) + dAd, Bu = as_double(gB, nout, r) + dBd;
-  at::Tensor fa = (dAd + at::mm(at::linalg_inv(eye + E) - eye, Au)).to(at::kFloat).contiguous();
-  at::Tensor fb = (dBd + at::mm(Bu, E)).to(at::kFloat).contiguous();
-  fA.assign(fa.data_ptr<float>(), fa.data_ptr<float>() + fa.numel());
-  fB.assign(fb.data_ptr<float>(), fb.data_ptr<float>() + fb.numel());
-  return true;
+// The n updates' factors of one module written in the global's gauge, all at once: per update
+// K = (A + dA) A^+ and the pair (B_u K, K^-1 A_u), returned as deltas from (B, A) computed as
+// dB + B_u (K - I) and dA + (K^-1 - I) A_u, so nothing cancels when K is near I (an honest
+// worker's). An update whose K is singular (smallest singular value below 1e-6 of the
+// largest: it dropped the global's row space) has no such form and is returned as sent.
+struct Fixed {
+  at::Tensor dA, dB;         // float [n, r, in], [n, out, r], contiguous
+  std::vector<bool> fixed;   // per update
+};
+Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const at::Tensor& pinv, const Sources& sa, const Sources& sb) {
+  const int64_t n = static_cast<int64_t>(sa.size()), r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
+  at::Tensor dA = at::empty({n, r, nin}, at::kDouble), dB = at::empty({n, nout, r}, at::kDouble);
+  for (int64_t u = 0; u < n; ++u) {
+    dA[u].copy_(at::from_blob(const_cast<float*>(sa[u]), {r, nin}, at::kFloat));
+    dB[u].copy_(at::from_blob(const_cast<float*>(sb[u]), {nout, r}, at::kFloat));
+  }
+  at::Tensor E = at::matmul(dA, pinv);  // K - I, as A A^+ = I
+  at::Tensor eye = at::eye(r, at::kDouble), K = E + eye;
+  at::Tensor sv = at::linalg_svdvals(K);  // [n, r] descending
+  at::Tensor ok = sv.select(1, r - 1) > 1e-6 * sv.select(1, 0);
+  at::Tensor Kinv = std::get<0>(at::linalg_inv_ex(at::where(ok.view({n, 1, 1}), K, eye)));
+  at::Tensor fa = dA + at::matmul(Kinv - eye, as_double(gA, r, nin) + dA);
+  at::Tensor fb = dB + at::matmul(as_double(gB, nout, r) + dB, E);
+  Fixed f;
+  f.dA = at::where(ok.view({n, 1, 1}), fa, dA).to(at::kFloat).contiguous();
+  f.dB = at::where(ok.view({n, 1, 1}), fb, dB).to(at::kFloat).contiguous();
+  auto okc = ok.contiguous();
+  f.fixed.assign(okc.data_ptr<bool>(), okc.data_ptr<bool>() + n);
+  return f;
 }
 
 void exact_step(const AggregateInput& in, Step& d, nlohmann::json& stats) {
@@ -367,16 +376,21 @@ void robust_step(const AggregateInput& in, bool trimmed, size_t k, Step& d, nloh
   };
   std::vector<bool> done(g.size(), false);
   int64_t modules = 0, unfixable_modules = 0, unfixable_updates = 0;
-  std::vector<std::vector<float>> fA(n), fB(n);
   for (auto [ia, ib] : lora_pairs(g)) {
     check_pair(g[ia], g[ib], trimmed ? "trimmed_mean" : "median");
     ++modules;
     Sources sa = as_sent(in, ia), sb = as_sent(in, ib);
     at::Tensor pinv = row_space_pinv(g[ia]);
-    if (!pinv.defined()) ++unfixable_modules;
-    for (size_t u = 0; pinv.defined() && u < n; ++u) {
-      if (fix_gauge(g[ia], g[ib], pinv, sa[u], sb[u], fA[u], fB[u])) sa[u] = fA[u].data(), sb[u] = fB[u].data();
-      else ++unfixable_updates;
+    Fixed f;
+    if (pinv.defined()) {
+      f = fix_gauge(g[ia], g[ib], pinv, sa, sb);
+      for (size_t u = 0; u < n; ++u) {
+        sa[u] = f.dA[static_cast<int64_t>(u)].data_ptr<float>();
+        sb[u] = f.dB[static_cast<int64_t>(u)].data_ptr<float>();
+        unfixable_updates += !f.fixed[u];
+      }
+    } else {
+      ++unfixable_modules;
     }
     fold(sa, ia);
     fold(sb, ib);
@@ -436,14 +450,14 @@ double update_norm(const std::vector<codec::Tensor>& global, const std::vector<c
   auto add = [&](const float* x, size_t len) {
     for (size_t j = 0; j < len; ++j) sq += static_cast<double>(x[j]) * x[j];
   };
-  std::vector<float> fA, fB;
   for (auto [ia, ib] : lora_pairs(global)) {
     const auto &gA = global[ia], &gB = global[ib];
     if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0]) continue;  // counted as sent
     at::Tensor pinv = row_space_pinv(gA);
-    if (!pinv.defined() || !fix_gauge(gA, gB, pinv, delta[ia].data.data(), delta[ib].data.data(), fA, fB)) continue;
-    add(fA.data(), fA.size());
-    add(fB.data(), fB.size());
+    if (!pinv.defined()) continue;
+    Fixed f = fix_gauge(gA, gB, pinv, {delta[ia].data.data()}, {delta[ib].data.data()});
+    add(f.dA.data_ptr<float>(), static_cast<size_t>(f.dA.numel()));  // as sent where it could not be fixed
+    add(f.dB.data_ptr<float>(), static_cast<size_t>(f.dB.numel()));
     done[ia] = done[ib] = true;
   }
   for (size_t i = 0; i < global.size(); ++i)
