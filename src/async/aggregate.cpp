@@ -324,22 +324,29 @@ struct Fixed {
 };
 Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const at::Tensor& pinv, const Sources& sa, const Sources& sb) {
   const int64_t n = static_cast<int64_t>(sa.size()), r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
-  at::Tensor dA = at::empty({n, r, nin}, at::kDouble), dB = at::empty({n, nout, r}, at::kDouble);
+  Fixed f;
+  f.dA = at::empty({n, r, nin}, at::kFloat);
+  f.dB = at::empty({n, nout, r}, at::kFloat);
   for (int64_t u = 0; u < n; ++u) {
-    dA[u].copy_(at::from_blob(const_cast<float*>(sa[u]), {r, nin}, at::kFloat));
-    dB[u].copy_(at::from_blob(const_cast<float*>(sb[u]), {nout, r}, at::kFloat));
+    std::memcpy(f.dA[u].data_ptr<float>(), sa[u], static_cast<size_t>(r * nin) * sizeof(float));
+    std::memcpy(f.dB[u].data_ptr<float>(), sb[u], static_cast<size_t>(nout * r) * sizeof(float));
   }
-  at::Tensor E = at::matmul(dA, pinv);  // K - I, as A A^+ = I
+  // The r x r algebra in F64; the products with the factors in F32 (they only add the
+  // corrections, which are small next to the factors for an honest update).
+  at::Tensor E = at::matmul(f.dA, pinv.to(at::kFloat)).to(at::kDouble);  // K - I, as A A^+ = I
   at::Tensor eye = at::eye(r, at::kDouble), K = E + eye;
   at::Tensor sv = at::linalg_svdvals(K);  // [n, r] descending
-  at::Tensor ok = sv.select(1, r - 1) > 1e-6 * sv.select(1, 0);
-  at::Tensor Kinv = std::get<0>(at::linalg_inv_ex(at::where(ok.view({n, 1, 1}), K, eye)));
-  at::Tensor fa = dA + at::matmul(Kinv - eye, as_double(gA, r, nin) + dA);
-  at::Tensor fb = dB + at::matmul(as_double(gB, nout, r) + dB, E);
-  Fixed f;
-  f.dA = at::where(ok.view({n, 1, 1}), fa, dA).to(at::kFloat).contiguous();
-  f.dB = at::where(ok.view({n, 1, 1}), fb, dB).to(at::kFloat).contiguous();
-  auto okc = ok.contiguous();
+  at::Tensor ok = (sv.select(1, r - 1) > 1e-6 * sv.select(1, 0)).view({n, 1, 1});
+  // Unfixable updates get E = 0 and K^-1 - I = 0: they pass through as sent.
+  at::Tensor zero = at::zeros_like(E);
+  at::Tensor Ki = at::where(ok, std::get<0>(at::linalg_inv_ex(at::where(ok, K, eye))) - eye, zero).to(at::kFloat);
+  at::Tensor Eb = at::where(ok, E, zero).to(at::kFloat);
+  at::Tensor A = at::from_blob(const_cast<float*>(gA.data.data()), {r, nin}, at::kFloat);
+  at::Tensor B = at::from_blob(const_cast<float*>(gB.data.data()), {nout, r}, at::kFloat);
+  // dA + (K^-1 - I)(A + dA) and dB + (B + dB) E.
+  f.dA = at::baddbmm(f.dA, Ki, f.dA).add_(at::matmul(Ki, A));
+  f.dB = at::baddbmm(f.dB, f.dB, Eb).add_(at::matmul(B, Eb));
+  auto okc = ok.view({n}).contiguous();
   f.fixed.assign(okc.data_ptr<bool>(), okc.data_ptr<bool>() + n);
   return f;
 }
