@@ -32,6 +32,8 @@ void check_input(const AggregateInput& in) {
   if (in.deltas.empty()) throw UserError("aggregate: no updates to fold");
   if (in.weights.size() != in.deltas.size())
     throw UserError("aggregate: " + std::to_string(in.weights.size()) + " weights for " + std::to_string(in.deltas.size()) + " updates");
+  if (!in.sparse.empty() && in.sparse.size() != in.deltas.size())
+    throw UserError("aggregate: " + std::to_string(in.sparse.size()) + " sparse flags for " + std::to_string(in.deltas.size()) + " updates");
   if (!in.discounts.empty() && in.discounts.size() != in.deltas.size())
     throw UserError("aggregate: " + std::to_string(in.discounts.size()) + " discounts for " + std::to_string(in.deltas.size()) + " updates");
   const auto& g = *in.global;
@@ -73,16 +75,36 @@ double discounted_share(const AggregateInput& in) {
   return t / total_weight(in);
 }
 
-// d = sum(w_i s_i x_i) / sum(w_i) for tensor i, delta by delta (each read once, in order).
+bool is_sparse(const AggregateInput& in, size_t u) { return !in.sparse.empty() && in.sparse[u]; }
+
+// d = sum(w_i s_i x_i) / sum(w_i) for tensor i, delta by delta (each read once, in order);
+// with sparse updates, per element over the updates that sent it (see aggregate.h).
 void weighted_mean(const AggregateInput& in, size_t i, std::vector<double>& out) {
-  out.assign((*in.global)[i].data.size(), 0.0);
+  const size_t len = (*in.global)[i].data.size();
+  out.assign(len, 0.0);
+  const bool any_sparse = std::find(in.sparse.begin(), in.sparse.end(), true) != in.sparse.end();
+  std::vector<double> sent_weight(any_sparse ? len : 0, 0.0);  // sum(w_i) of the updates that sent each element
+  double dense_weight = 0;
   for (size_t u = 0; u < in.deltas.size(); ++u) {
     const float* x = (*in.deltas[u])[i].data.data();
     const double w = in.weights[u] * discount(in, u);
-    for (size_t k = 0; k < out.size(); ++k) out[k] += w * x[k];
+    for (size_t k = 0; k < len; ++k) out[k] += w * x[k];
+    if (!is_sparse(in, u)) {
+      dense_weight += in.weights[u];
+      continue;
+    }
+    for (size_t k = 0; k < len; ++k)
+      if (x[k] != 0) sent_weight[k] += in.weights[u];
   }
-  const double total = total_weight(in);
-  for (double& v : out) v /= total;
+  if (!any_sparse) {
+    const double total = total_weight(in);
+    for (double& v : out) v /= total;
+    return;
+  }
+  for (size_t k = 0; k < len; ++k) {
+    const double t = dense_weight + sent_weight[k];
+    out[k] = t > 0 ? out[k] / t : 0.0;
+  }
 }
 
 constexpr size_t kBlock = 64;  // elements sorted together: one row of the network

@@ -6,7 +6,11 @@
 // relative weights (samples); s_i in (0, 1] are discounts (staleness: (1 + staleness)^-exponent)
 // that scale update i's own step, so a stale update folded alone moves the adapter by s_i of
 // its delta, not all of it (a weight alone would be normalized away).
-//   fedavg        d = sum(w_i s_i delta_i) / sum(w_i), coordinate by coordinate.
+//   fedavg        d = sum(w_i s_i delta_i) / sum(w_i), coordinate by coordinate. An update
+//                 in a sparse codec (topk_*) did not send most elements (they decode as 0 and
+//                 wait in its worker's error feedback): per element the sums run only over
+//                 the updates that sent it (a sparse update sends no zeros), so two workers'
+//                 top-k picks are not halved by each other's silence.
 //   exact         per LoRA module (a "...lora_A.weight" [r, in] with its "...lora_B.weight"
 //                 [out, r]): M = BA + sum(w_i s_i ((B + dB_i)(A + dA_i) - BA)) / sum(w_i)
 //                 (s_i = 1: sum(w_i (B + dB_i)(A + dA_i)) / sum(w_i)), the weighted mean
@@ -83,6 +87,7 @@ struct AggregateInput {
   std::vector<const std::vector<codec::Tensor>*> deltas;  // each: the adapter's names and shapes
   std::vector<double> weights;                             // one per delta, > 0
   std::vector<double> discounts;                           // one per delta in (0, 1]; empty = all 1
+  std::vector<bool> sparse;  // one per delta: its zeros were not sent (topk codecs); empty = none
 };
 
 struct AggregateResult {

@@ -45,6 +45,7 @@ std::string outer_state_key_of(const protocol::Manifest& m) {
 struct Proxy::Pending {
   protocol::FoldedUpdate meta;
   std::vector<codec::Tensor> delta;
+  bool sparse = false;  // a topk payload: its zeros were not sent
 };
 
 Proxy::Proxy(ProxyOptions opt) : opt_(std::move(opt)), store_(protocol::open_bucket(opt_.bucket)) {
@@ -198,7 +199,8 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (staleness > cfg_.aggregation.max_staleness)
     return reject("stale: base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
                   " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
-  auto delta = codec::decode(p->payload);
+  codec::Kind kind = codec::Kind::fp32;
+  auto delta = codec::decode(p->payload, 1ull << 32, &kind);
   if (!delta) return reject("corrupt: " + delta.status().message());
   if (delta->size() != global_.size())
     return reject("shape: " + std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
@@ -231,6 +233,7 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
             static_cast<double>(h.samples), std::pow(1.0 + staleness, -agg.staleness_exponent),
             h.reward_mean, h.accuracy, norm, h.signer};
   u.delta = std::move(*delta);
+  u.sparse = codec::is_sparse(kind);
   cursors_[worker] = id;
   seen_payloads_[h.payload_sha256] = worker + "/" + id;
   seen_ids_[worker + "/" + id] = version_ + 1;
@@ -249,6 +252,7 @@ bool Proxy::publish() {
     in.deltas.push_back(&u.delta);
     in.weights.push_back(u.meta.weight);
     in.discounts.push_back(u.meta.discount);
+    in.sparse.push_back(u.sparse);
   }
   OuterState outer = outer_;  // becomes the state only if this version is published
   AggregateResult agg;

@@ -365,7 +365,7 @@ void decode_sparse(const uint8_t* codes, const uint8_t* count, const uint8_t* in
     corrupt("tensor \"" + name + "\" has non-zero padding bits after its last code");
 }
 
-std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
+std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* kind_out) {
   const auto f = st::SafetensorsFile::from_buffer(body.data(), body.size(), "update payload body");
   const auto& md = f.metadata();
   if (meta(md, "format") != kFormat)
@@ -378,6 +378,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out) {
   }
   const int block = parse_block(meta(md, "block_size"));
   const bool q = quantized(kind);
+  if (kind_out) *kind_out = kind;
 
   const nlohmann::json list = parse_json(meta(md, "tensors"), "tensors");
   if (!list.is_array()) corrupt("__metadata__[\"tensors\"] is not an array of names");
@@ -803,10 +804,10 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
   return frame(st::serialize_safetensors(tds, md), opt.zstd_level);
 }
 
-Result<std::vector<Tensor>> decode(std::string_view bytes, uint64_t max_decoded_bytes) {
+Result<std::vector<Tensor>> decode(std::string_view bytes, uint64_t max_decoded_bytes, Kind* kind) {
   try {
     std::string storage;
-    return decode_body(unframe_view(bytes, max_decoded_bytes, storage), max_decoded_bytes);
+    return decode_body(unframe_view(bytes, max_decoded_bytes, storage), max_decoded_bytes, kind);
   } catch (const DecodeError& e) {
     return Status(e.code, e.what());
   } catch (const UserError& e) {  // the safetensors parser names what is wrong

@@ -778,3 +778,32 @@ TEST_P(Robust, OneAttackerOfFiveOnALoraModule) {
   EXPECT_LT(dist(aggregate(mode("median"), input(h.g, h.ds, w), nullptr).next), 0.1);
   EXPECT_GT(dist(aggregate(mode("fedavg"), input(h.g, h.ds), nullptr).next), 10.0);
 }
+
+// Sparse (topk) updates: an element counts only the updates that sent it (a zero was not
+// sent); dense updates' zeros are values. Weights 1 and 3, the first discounted by 0.5:
+//   element 0: both sent      -> (1 * 0.5 * 2 + 3 * 4) / 4 = 3.25
+//   element 1: only the first  -> 0.5 * 8 = 4 (dense: 1 * 0.5 * 8 / 4 = 1)
+//   element 2: only the second -> 6 (dense: 3 * 6 / 4 = 4.5)
+//   element 3: neither         -> 0
+TEST(Fedavg, SparseUpdatesCountOnlyWhereTheySent) {
+  std::vector<Tensor> g{{"w", {4}, {0, 0, 0, 0}}};
+  std::vector<std::vector<Tensor>> ds{{{"w", {4}, {2, 8, 0, 0}}}, {{"w", {4}, {4, 0, 6, 0}}}};
+  AggregateInput in = input(g, ds, {1, 3});
+  in.discounts = {0.5, 1};
+  in.sparse = {true, true};
+  auto r = aggregate(mode("fedavg"), in, nullptr).next[0].data;
+  EXPECT_FLOAT_EQ(r[0], 3.25f);
+  EXPECT_FLOAT_EQ(r[1], 4.0f);
+  EXPECT_FLOAT_EQ(r[2], 6.0f);
+  EXPECT_FLOAT_EQ(r[3], 0.0f);
+  in.sparse = {};  // dense: zeros are values
+  r = aggregate(mode("fedavg"), in, nullptr).next[0].data;
+  EXPECT_FLOAT_EQ(r[1], 1.0f);
+  EXPECT_FLOAT_EQ(r[2], 4.5f);
+  in.sparse = {false, true};  // mixed: the dense update's 0 at element 2 counts, its weight too
+  r = aggregate(mode("fedavg"), in, nullptr).next[0].data;
+  EXPECT_FLOAT_EQ(r[1], 4.0f);  // (1 * 0.5 * 8) / 1: the sparse one did not send it
+  EXPECT_FLOAT_EQ(r[2], 4.5f);  // (3 * 6) / (1 + 3): the dense one's 0 is a value
+  in.sparse = {true};
+  EXPECT_THROW(aggregate(mode("fedavg"), in, nullptr), UserError);
+}
