@@ -247,7 +247,8 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
 
 bool Proxy::publish() {
   auto t0 = Clock::now();
-  AggregateInput in{&global_, {}, {}};
+  AggregateInput in;
+  in.global = &global_;
   for (auto& u : accepted_) {
     in.deltas.push_back(&u.delta);
     in.weights.push_back(u.meta.weight);

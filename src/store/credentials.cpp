@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "util/error.h"
 
@@ -13,10 +14,11 @@ namespace brl::store {
 
 namespace {
 
+// Whitespace as Python's str.strip() (the AWS CLI's reader): form feed and vertical tab too.
 std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
+  size_t b = s.find_first_not_of(" \t\r\n\f\v");
   if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
+  size_t e = s.find_last_not_of(" \t\r\n\f\v");
   return s.substr(b, e - b + 1);
 }
 
@@ -56,9 +58,16 @@ EnvLookup process_env() {
 }
 
 std::map<std::string, std::map<std::string, std::string>> parse_ini_file(const std::string& path) {
-  std::map<std::string, std::map<std::string, std::string>> out;
   std::ifstream f(path);
-  if (!f) return out;
+  if (!f) return {};
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse_ini(text.str());
+}
+
+std::map<std::string, std::map<std::string, std::string>> parse_ini(const std::string& text) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  std::istringstream f(text);
   std::string line, section;
   while (std::getline(f, line)) {
     std::string t = trim(line);

@@ -33,6 +33,8 @@ struct S3Config {
 
 // Sections of an INI file: {"default": {"aws_access_key_id": "..."}, "profile x": {...}}.
 // Missing file: empty map. Keys lowercased, values trimmed; '#' and ';' start comments.
+// The same from the file's text (what the fuzzer feeds).
+std::map<std::string, std::map<std::string, std::string>> parse_ini(const std::string& text);
 std::map<std::string, std::map<std::string, std::string>> parse_ini_file(const std::string& path);
 
 // Throws UserError (naming the variable or file and what to set) when no credentials are
