@@ -472,14 +472,17 @@ Result<OuterState> decode_outer_state(std::string_view bytes, const std::string&
   return s;
 }
 
-double update_norm(const std::vector<codec::Tensor>& global, const std::vector<codec::Tensor>& delta) {
+double update_norm(const AggregationConfig& cfg, const std::vector<codec::Tensor>& global,
+                   const std::vector<codec::Tensor>& delta) {
   BRL_ASSERT(delta.size() == global.size(), "update_norm: the delta does not match the adapter");
   std::vector<bool> done(global.size(), false);
   double sq = 0;
   auto add = [&](const float* x, size_t len) {
     for (size_t j = 0; j < len; ++j) sq += static_cast<double>(x[j]) * x[j];
   };
-  for (auto [ia, ib] : lora_pairs(global)) {
+  // fedavg folds the factors as sent, so it must judge them as sent: a factor pair rescaled
+  // (B / c, c A) has a small gauge-fixed norm but moves fedavg's mean product.
+  for (auto [ia, ib] : cfg.mode == "fedavg" ? std::vector<std::pair<size_t, size_t>>{} : lora_pairs(global)) {
     const auto &gA = global[ia], &gB = global[ib];
     if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0]) continue;  // counted as sent
     at::Tensor pinv = row_space_pinv(gA);

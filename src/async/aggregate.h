@@ -99,12 +99,15 @@ struct AggregateResult {
   nlohmann::json stats;
 };
 
-// The L2 norm of an update's delta over all tensors, each LoRA module's part gauge-fixed against
-// `global` (as the robust modes see it; as sent where it cannot be fixed): basis-independent,
-// and for an honest update within a few percent of the norm as sent. The proxy's
-// max_update_norm and max_update_norm_ratio judge this. Delta and global must match (names,
-// shapes).
-double update_norm(const std::vector<codec::Tensor>& global, const std::vector<codec::Tensor>& delta);
+// The L2 norm of an update's delta over all tensors, as the mode folds it: for trimmed_mean,
+// median and exact each LoRA module's part gauge-fixed against `global` (as sent where it
+// cannot be fixed), so a change of basis does not move it (and the norm as sent when dA has
+// no component in A's row space, dA = 0 included); for fedavg the factors as sent, since
+// fedavg averages them as sent (a pair rescaled to (B / c, c A) keeps its product and its
+// gauge-fixed norm, yet moves fedavg's mean of products). The proxy's max_update_norm and
+// max_update_norm_ratio judge this. Delta and global must match (names, shapes).
+double update_norm(const AggregationConfig& cfg, const std::vector<codec::Tensor>& global,
+                   const std::vector<codec::Tensor>& delta);
 
 // Throws UserError for an unknown mode, mismatched deltas, bad weights, a state that does
 // not match the adapter, or LoRA pairs of inconsistent shapes (naming the tensor). `state`

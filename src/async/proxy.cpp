@@ -211,8 +211,8 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
     for (float x : d.data)
       if (!std::isfinite(x)) return reject("nonfinite: tensor " + d.name + " holds NaN or Inf");
   }
-  // Gauge-fixed: an update's factors written in another basis (same product) weigh the same.
-  const double norm = update_norm(global_, *delta);
+  // As the mode folds it: gauge-fixed for the robust modes and exact, as sent for fedavg.
+  const double norm = update_norm(cfg_.aggregation, global_, *delta);
   // The same bytes under another id (a replay) must not count twice. A zero delta carries
   // nothing to replay, and two workers whose groups all had equal rewards send the very same
   // one: rejecting the second stalled the sync-mode barrier (it waits for every worker).

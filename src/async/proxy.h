@@ -13,7 +13,8 @@
 // stale anyway), mismatch (header vs key), future, stale, shape, nonfinite, norm
 // ([aggregation] max_update_norm, or max_update_norm_ratio x the median norm of the last
 // update_norm_window accepted updates, once at least kMinNormHistory are known; the norm is
-// async::update_norm, gauge-fixed per LoRA module, so basis changes do not move it; the norms
+// async::update_norm: gauge-fixed per LoRA module except in fedavg mode, which folds the
+// factors as sent; the norms
 // are in the manifests, so a restarted proxy keeps the window).
 #pragma once
 

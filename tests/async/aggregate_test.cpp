@@ -753,13 +753,16 @@ TEST(Gauge, UpdateNormIsBasisIndependent) {
   auto d = h.ds[0], c = rebased(h.g, d, G, Gi);
   auto raw = [](const std::vector<Tensor>& x) { return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2)); };
   EXPECT_GT(std::abs(raw(c) - raw(d)), 0.1 * raw(d));
-  EXPECT_NEAR(update_norm(h.g, c), update_norm(h.g, d), 1e-5 * update_norm(h.g, d));
+  const auto med = mode("median");
+  EXPECT_NEAR(update_norm(med, h.g, c), update_norm(med, h.g, d), 1e-5 * update_norm(med, h.g, d));
+  for (const char* m : {"trimmed_mean", "exact"})
+    EXPECT_DOUBLE_EQ(update_norm(mode(m), h.g, c), update_norm(med, h.g, c)) << m;
   auto only_b = d;
   std::fill(only_b[0].data.begin(), only_b[0].data.end(), 0.0f);
-  EXPECT_NEAR(update_norm(h.g, only_b), raw(only_b), 1e-6 * raw(only_b));
+  EXPECT_NEAR(update_norm(med, h.g, only_b), raw(only_b), 1e-6 * raw(only_b));
   auto flat_a = h.g;
   std::fill(flat_a[0].data.begin(), flat_a[0].data.end(), 0.5f);  // rank 1 < r
-  EXPECT_NEAR(update_norm(flat_a, d), raw(d), 1e-6 * raw(d));
+  EXPECT_NEAR(update_norm(med, flat_a, d), raw(d), 1e-6 * raw(d));
   auto s = aggregate(mode("median"), input(flat_a, h.ds), nullptr).stats["gauge"];
   EXPECT_EQ(s["unfixable_modules"], 1);
 }
@@ -806,4 +809,27 @@ TEST(Fedavg, SparseUpdatesCountOnlyWhereTheySent) {
   EXPECT_FLOAT_EQ(r[2], 4.5f);  // (3 * 6) / (1 + 3): the dense one's 0 is a value
   in.sparse = {true};
   EXPECT_THROW(aggregate(mode("fedavg"), in, nullptr), UserError);
+}
+
+// fedavg judges factors as sent, because it folds them as sent: a worker that rescales its
+// adapter to ((B + dB) / c, c (A + dA)) keeps its product and its gauge-fixed norm, but its
+// raw delta is large and fedavg's mean of factors then moves the product far from every
+// worker's. The median folds the gauge-fixed pair and is not moved.
+TEST(Gauge, FedavgJudgesAndFoldsTheFactorsAsSent) {
+  Honest h = honest_module(4, 24, 20, 71, 2);
+  const double c = 1000;
+  auto G = at::eye(4, at::kDouble) / c, Gi = at::eye(4, at::kDouble) * c;
+  auto scaled = rebased(h.g, h.ds[1], G, Gi);
+  auto raw = [](const std::vector<Tensor>& x) { return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2)); };
+  EXPECT_NEAR(update_norm(mode("median"), h.g, scaled), update_norm(mode("median"), h.g, h.ds[1]), 1e-3 * raw(h.ds[1]));
+  EXPECT_NEAR(update_norm(mode("fedavg"), h.g, scaled), raw(scaled), 1e-6 * raw(scaled));
+  EXPECT_GT(update_norm(mode("fedavg"), h.g, scaled), 100 * raw(h.ds[1]));
+  std::vector<std::vector<Tensor>> honest{h.ds[0], h.ds[1]}, attacked{h.ds[0], scaled};
+  auto moved = [&](const char* m) {
+    at::Tensor a = product(aggregate(mode(m), input(h.g, honest), nullptr).next);
+    at::Tensor b = product(aggregate(mode(m), input(h.g, attacked), nullptr).next);
+    return fro(a - b) / fro(a - product(h.g));
+  };
+  EXPECT_GT(moved("fedavg"), 10.0);  // why fedavg must see the raw norm
+  EXPECT_LT(moved("median"), 1e-3);
 }
