@@ -44,7 +44,8 @@
 // product alone: (B_u G, G^-1 A_u) gives K' = G^-1 K and the very same pair. An honest worker
 // starts from (A, B) and moves A a little, so K is near I and its delta barely changes. Where
 // A is rank-deficient, or K singular (an update that dropped A's row space), the delta is
-// used as sent; stats.gauge counts both. update_norm() measures the same gauge-fixed delta.
+// used as sent; stats.gauge counts both. update_norm() measures the same gauge-fixed delta
+// (in fedavg mode the factors as sent, which is what fedavg folds).
 // Then the outer step: without momentum next = global + lr * d. With server_momentum mu > 0
 // (DiLoCo-style Nesterov, d taken as the negative outer gradient):
 //   m <- mu m + d;   next = global + lr (d + mu m)
