@@ -4,33 +4,19 @@
 // Invariants, beyond "no crash":
 //   listing: a page parses or is kInternal; a parsed page re-serialized (keys and ETags
 //     escaped) parses to the same page, and a truncated page has a continuation token;
-//   entities: unescape never grows its input, and inverts our own escape for any string;
+//   entities: unescape never grows its input, and inverts xml_escape for any string;
 //   dates: a parsed time formats back to a string that parses to the same time.
 #include <cstdint>
 #include <ctime>
 #include <string>
 
 #include "store/s3_store.h"
+#include "util/xml.h"
 
 using namespace brl;
 using namespace brl::store::s3_detail;
 
 namespace {
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 void listing(const std::string& in) {
   size_t nl = in.find('\n');
   const std::string prefix = nl == std::string::npos ? "" : in.substr(0, nl);
@@ -45,10 +31,10 @@ void listing(const std::string& in) {
   for (auto& o : page.objects) {
     if (o.mtime_ms < 0) __builtin_trap();
     // Times re-serialize exactly only in the ISO range parse_iso8601_ms reads back (years 0-9999).
-    out += "<Contents><Key>" + escape(o.key) + "</Key><Size>" + std::to_string(o.size) + "</Size><ETag>\"" +
-           escape(o.etag) + "\"</ETag></Contents>";
+    out += "<Contents><Key>" + xml_escape(o.key) + "</Key><Size>" + std::to_string(o.size) + "</Size><ETag>\"" +
+           xml_escape(o.etag) + "\"</ETag></Contents>";
   }
-  if (!page.next.empty()) out += "<IsTruncated>true</IsTruncated><NextContinuationToken>" + escape(page.next) + "</NextContinuationToken>";
+  if (!page.next.empty()) out += "<IsTruncated>true</IsTruncated><NextContinuationToken>" + xml_escape(page.next) + "</NextContinuationToken>";
   out += "</ListBucketResult>";
   auto back = parse_list_v2(out, "");
   if (!back.is_ok() || back.value().objects.size() != page.objects.size() || back.value().next != page.next) __builtin_trap();
@@ -63,7 +49,7 @@ void listing(const std::string& in) {
 
 void entities(const std::string& s) {
   if (xml_unescape(s).size() > s.size()) __builtin_trap();
-  if (xml_unescape(escape(s)) != s) __builtin_trap();
+  if (xml_unescape(xml_escape(s)) != s) __builtin_trap();
   (void)xml_text(s, "Code");
   (void)xml_text(s, "Message");
 }

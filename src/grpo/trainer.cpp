@@ -136,8 +136,7 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, cons
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
   // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
   at::Tensor h = m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
-  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature,
-                          128, entropy);
+  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature, entropy);
 }
 
 PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {

@@ -127,8 +127,8 @@ torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
 }
 
 torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets,
-                                    double temperature, int64_t chunk_tokens, torch::Tensor* entropy) const {
-  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, chunk_tokens, kKeepSoftmaxBytes, entropy);
+                                    double temperature, torch::Tensor* entropy) const {
+  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes, entropy);
 }
 
 std::vector<NamedTensor> Model::named_tensors() {

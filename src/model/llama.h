@@ -65,12 +65,11 @@ class Model {
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
   // Convenience for tests and oracles: ids [B, T] (or [T]) at positions 0.. -> logits [B, T, V].
   torch::Tensor logits(const torch::Tensor& input_ids) const;
-  // log p(targets | hidden) [B, T] at temperature `temperature`, computed chunk_tokens rows at a
-  // time without materializing [B, T, V]; differentiable w.r.t. hidden and the LM head.
-  // entropy: optionally set to each position's softmax entropy [B, T] (detached).
+  // log p(targets | hidden) [B, T] at temperature `temperature`, computed in chunks of rows
+  // (chunked_token_logprobs) without materializing [B, T, V]; differentiable w.r.t. hidden and
+  // the LM head. entropy: optionally set to each position's softmax entropy [B, T] (detached).
   torch::Tensor token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets,
-                               double temperature = 1.0, int64_t chunk_tokens = 128,
-                               torch::Tensor* entropy = nullptr) const;
+                               double temperature = 1.0, torch::Tensor* entropy = nullptr) const;
 
   KvCache new_cache(int64_t batch, int64_t max_tokens) const;
 

@@ -12,6 +12,7 @@
 namespace brl::model {
 
 inline constexpr int64_t kKeepSoftmaxBytes = int64_t{1} << 30;
+inline constexpr int64_t kChunkTokens = 128;  // rows of logits per chunk when the softmax is not kept
 
 // hidden [..., C], weight [V, C], targets [...] int64 -> log softmax(hidden W^T / T)[target]
 // with shape [...]. Gradients flow to hidden and (when it requires grad) weight.
@@ -20,7 +21,7 @@ inline constexpr int64_t kKeepSoftmaxBytes = int64_t{1} << 30;
 // one more elementwise pass over each chunk's [n, V], no more products.
 torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                      const torch::Tensor& targets, double temperature = 1.0,
-                                     int64_t chunk_tokens = 128, int64_t keep_bytes = kKeepSoftmaxBytes,
+                                     int64_t chunk_tokens = kChunkTokens, int64_t keep_bytes = kKeepSoftmaxBytes,
                                      torch::Tensor* entropy = nullptr);
 
 }  // namespace brl::model

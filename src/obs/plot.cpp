@@ -8,24 +8,11 @@
 
 #include "util/error.h"
 #include "util/file.h"
+#include "util/xml.h"
 
 namespace brl::obs {
 
 namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Tick labels with as many decimals as the step needs (0.1 steps: one decimal).
 std::string tick_label(double v, double step) {

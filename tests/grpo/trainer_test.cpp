@@ -48,22 +48,44 @@ grpo::GrpoConfig small_grpo(double beta) {
   g.max_steps = 10;
   return g;
 }
-}  // namespace
 
-TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
-  test::TempDir tmp;
-  grpo::write_byte_tokenizer(tmp.str("tok"));
-  auto tk = tok::Tokenizer::from_dir(tmp.str("tok"));
+// The byte-level tokenizer and a task rewarded by completion length, shared by the step tests.
+std::unique_ptr<tasks::Task> length_task() {
   tasks::TaskOptions to;
   to.num_eval = 8;
   auto task = tasks::make_task(to);
   task->rewards = {std::make_shared<LengthReward>()};
+  return task;
+}
+struct StepEnv {
+  test::TempDir tmp;
+  tok::Tokenizer tk = (grpo::write_byte_tokenizer(tmp.str("tok")), tok::Tokenizer::from_dir(tmp.str("tok")));
+  std::unique_ptr<tasks::Task> task = length_task();
+};
+
+// A random byte-level model with an r = 2 adapter on every linear module (B = 0).
+void attach_small_lora(model::Model& m) {
+  LoraConfig lc;
+  lc.r = 2;
+  lc.target_modules = {"all-linear"};
+  lora::attach(m, lc);
+}
+
+// Every lora_B of the adapter, flattened into one tensor.
+torch::Tensor lora_b(model::Model& m) {
+  std::vector<torch::Tensor> b;
+  for (auto& [k, t] : lora::adapter_tensors(m))
+    if (k.find("lora_B") != std::string::npos) b.push_back(t.flatten().clone());
+  return torch::cat(b);
+}
+}  // namespace
+
+TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
+  StepEnv env;
+  auto& [tmp, tk, task] = env;
   for (double beta : {0.0, 0.1}) {
     auto m = model::random_model(byte_config(), 11, 0.2);
-    LoraConfig lc;
-    lc.r = 2;
-    lc.target_modules = {"all-linear"};
-    lora::attach(m, lc);
+    attach_small_lora(m);
     std::vector<torch::Tensor> base;
     for (auto& nt : m.named_tensors())
       if (nt.tensor->defined()) base.push_back(nt.tensor->clone());
@@ -75,11 +97,8 @@ TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
     for (auto& nt : m.named_tensors())
       if (nt.tensor->defined()) EXPECT_TRUE(torch::equal(*nt.tensor, base[i++])) << nt.name;
     // B starts at zero; after a step with non-zero advantages it is not.
-    double bsum = 0;
-    for (auto& [k, t] : lora::adapter_tensors(m))
-      if (k.find("lora_B") != std::string::npos) bsum += t.abs().sum().item<double>();
     ASSERT_GT(s.reward_std, 0.0);  // non-zero advantages, so the update is not vacuous
-    EXPECT_GT(bsum, 0.0);
+    EXPECT_GT(lora_b(m).abs().sum().item<double>(), 0.0);
     EXPECT_TRUE(std::isfinite(s.loss));
     // Resume: state round trip keeps the step and example counters.
     tr.save_state(tmp.str("state.pt"));
@@ -94,30 +113,18 @@ TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
 // each trains the adapter, and a mask that keeps one token per micro-batch moves it differently
 // from one that keeps all.
 TEST(GrpoTrainer, VespoAndTopEntropyQuantileTrainTheAdapter) {
-  test::TempDir tmp;
-  grpo::write_byte_tokenizer(tmp.str("tok"));
-  auto tk = tok::Tokenizer::from_dir(tmp.str("tok"));
-  tasks::TaskOptions to;
-  to.num_eval = 8;
-  auto task = tasks::make_task(to);
-  task->rewards = {std::make_shared<LengthReward>()};
+  StepEnv env;
   auto run = [&](const std::string& type, double rho) {
     auto m = model::random_model(byte_config(), 11, 0.2);
-    LoraConfig lc;
-    lc.r = 2;
-    lc.target_modules = {"all-linear"};
-    lora::attach(m, lc);
+    attach_small_lora(m);
     auto g = small_grpo(0.0);
     g.loss_type = type;
     g.top_entropy_quantile = rho;
-    grpo::GrpoTrainer tr(m, tk, *task, g);
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
     auto s = tr.step();
     EXPECT_TRUE(std::isfinite(s.loss)) << type << " " << rho;
     EXPECT_GT(s.reward_std, 0.0);
-    std::vector<torch::Tensor> b;
-    for (auto& [k, t] : lora::adapter_tensors(m))
-      if (k.find("lora_B") != std::string::npos) b.push_back(t.flatten().clone());
-    return torch::cat(b);
+    return lora_b(m);
   };
   auto vespo = run("vespo", 1.0), all = run("dapo", 1.0), top = run("dapo", 0.0);
   EXPECT_GT(vespo.abs().sum().item<double>(), 0.0);
