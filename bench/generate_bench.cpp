@@ -2,6 +2,10 @@
 // weights (the llama.cpp side of the comparison is tools/llamacpp's). Reports medians.
 //   generate_bench [--shape small|qwen2.5-0.5b] [--dtype f32|bf16] [--prompt 64]
 //                  [--new-tokens 32] [--group 8] [--repeats 3] [--threads N]
+//                  [--device cpu|cuda] [--prompts P]
+// With --prompts (or on cuda), the rollout benchmark instead: generate() of P prompts x group
+// completions x new-tokens (sampling at T = 1, no stop token), in tokens/s; on cuda with the
+// decode steps replayed as CUDA graphs and run eagerly, side by side.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
@@ -23,10 +27,48 @@
 
 using namespace brl;
 
+namespace {
+// generate() over P random prompts x G completions, every completion new_tokens long.
+int rollouts(model::Model& m, const std::string& device, const std::string& dtype, int64_t P, int64_t G,
+             int64_t prompt, int64_t new_tokens, int64_t repeats) {
+  if (device == "cuda") m.to(at::Device(at::kCUDA));
+  std::vector<std::vector<int32_t>> prompts(P, std::vector<int32_t>(prompt));
+  auto ids = at::randint(0, m.config.vocab_size, {P, prompt}, at::kLong);
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t i = 0; i < prompt; ++i) prompts[p][i] = static_cast<int32_t>(ids[p][i].item<int64_t>());
+  std::vector<bool> modes = device == "cuda" ? std::vector<bool>{true, false} : std::vector<bool>{false};
+  std::printf("rollouts: device %s dtype %s prompts %lld x group %lld, prompt %lld + new %lld tokens, repeats %lld\n",
+              device.c_str(), dtype.c_str(), (long long)P, (long long)G, (long long)prompt, (long long)new_tokens,
+              (long long)repeats);
+  for (bool graphs : modes) {
+    std::vector<double> tps;
+    for (int64_t r = 0; r <= repeats; ++r) {  // r == 0 warms up
+      gen::GenerateOptions o;
+      o.num_generations = G;
+      o.max_new_tokens = new_tokens;
+      o.temperature = 1.0;
+      o.seed = r;
+      o.cuda_graphs = graphs;
+      size_t n = 0;
+      double t = bench::seconds_of([&] {
+        for (auto& c : gen::generate(m, prompts, o)) n += c.tokens.size();
+      });
+      if (r > 0) tps.push_back(n / t);
+    }
+    std::printf("generate %s: %lld seqs, %.1f tokens/s (median)\n",
+                device != "cuda" ? "eager" : graphs ? "cuda graphs" : "eager (no graphs)", (long long)(P * G),
+                bench::median(tps));
+  }
+  return 0;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string shape = "small", dtype = "f32";
   int64_t prompt = 64, new_tokens = 32, group = 8, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
+  std::string device = "cpu";
+  int64_t prompts = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--shape") shape = v;
@@ -36,6 +78,8 @@ int main(int argc, char** argv) {
     else if (a == "--group") group = std::stoll(v);
     else if (a == "--repeats") repeats = std::stoll(v);
     else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--device") device = v;
+    else if (a == "--prompts") prompts = std::stoll(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -47,6 +91,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "building random %s (%.0fM params, %s)...\n", shape.c_str(),
                cfg.num_parameters() / 1e6, dtype.c_str());
   auto m = model::random_model(cfg, 1, 0.02, dt);
+  if (device == "cuda" && prompts == 0) prompts = 8;
+  if (prompts > 0) return rollouts(m, device, dtype, prompts, group, prompt, new_tokens, repeats);
   c10::InferenceMode guard;
   auto ids = at::randint(0, cfg.vocab_size, {1, prompt}, at::kLong);
   auto pos = at::arange(prompt, at::kLong).unsqueeze(0);

@@ -5,7 +5,9 @@
 // bench/train_step_compare.sh runs both side by side. Reports medians.
 //   train_step_bench [--shape demo|small|qwen2.5-0.5b] [--batch N] [--prompt Lp]
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
-//                    [--profile TRACE.json]
+//                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
+// On cuda the ceiling is the GPU's matrix product in the step's dtype (8192^2), and the base is
+// moved there in that dtype with the adapter in f32.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   bool json = false;
   std::string profile;  // a chrome trace of one more step (--profile FILE)
+  std::string device = "cpu", dtype = "f32";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json") {
@@ -72,6 +75,8 @@ int main(int argc, char** argv) {
     else if (a == "--repeats") repeats = std::max<int64_t>(1, std::stoll(v));
     else if (a == "--threads") threads = std::stoi(v);
     else if (a == "--profile") profile = v;
+    else if (a == "--device") device = v;
+    else if (a == "--dtype") dtype = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -86,23 +91,30 @@ int main(int argc, char** argv) {
   if (prompt < 0) prompt = demo ? 12 : 64;
   if (completion < 0) completion = demo ? 4 : 128;
 
-  // The GEMM ceiling, as the environment is set (OPENBLAS_CORETYPE and threads).
-  const int64_t n = 2048;
-  auto a = at::randn({n, n}), b = at::randn({n, n});
+  const auto dt = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  const at::Device dev = device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  // The GEMM ceiling, as the environment is set (OPENBLAS_CORETYPE and threads), or the GPU's.
+  const int64_t n = dev.is_cuda() ? 8192 : 2048;
+  auto a = at::randn({n, n}).to(dt).to(dev), b = at::randn({n, n}).to(dt).to(dev);
+  auto sync = [&] { if (dev.is_cuda()) (void)a.sum().item<double>(); };
   std::vector<double> gemm;
   (void)at::mm(a, b);
-  for (int i = 0; i < 5; ++i) gemm.push_back(bench::seconds_of([&] { (void)at::mm(a, b); }));
+  for (int i = 0; i < 5; ++i) gemm.push_back(bench::seconds_of([&] {
+    (void)at::mm(a, b);
+    sync();
+  }));
   const double ceiling = 2.0 * n * n * n / bench::median(gemm);
 
   std::fprintf(stderr, "building random %s (%.0fM params), LoRA r=%lld on all linear modules...\n", shape.c_str(),
                cfg.num_parameters() / 1e6, static_cast<long long>(r));
-  auto m = model::random_model(cfg, 1, 0.02, at::kFloat);
+  auto m = model::random_model(cfg, 1, 0.02, dt);
   LoraConfig lc;
   lc.r = static_cast<int>(r);
   lc.lora_alpha = 2.0 * static_cast<double>(r);
   lc.target_modules = {"all-linear"};
   lora::attach(m, lc);
   for (auto& p : lora::parameters(m)) p.detach().normal_(0, 0.01);  // B is zero at init: give it a value
+  m.to(dev);
   grpo::GrpoConfig g;
   g.num_generations = 8;
   g.max_completion_length = static_cast<int>(completion);
@@ -124,6 +136,7 @@ int main(int argc, char** argv) {
   pb.advantages = at::randn({batch}, at::kDouble);
   {  // The generating policy's log-probs, as generation would have kept them.
     torch::NoGradGuard ng;
+    pb = pb.to(dev);  // the step's inputs already on the device, as the timed step would move them once
     auto h = m.forward(pb.ids, pb.pos, nullptr, pb.attn);
     pb.old_logps = m.token_logprobs(h.slice(1, prompt - 1, prompt + completion - 1), pb.ids.slice(1, prompt), 1.0);
   }
@@ -140,16 +153,16 @@ int main(int argc, char** argv) {
   const double flops = step_flops(cfg, r, batch, prompt, completion);
   if (json) {
     std::printf(
-        "{\"impl\": \"bucketrl\", \"shape\": \"%s\", \"params\": %lld, \"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
+        "{\"impl\": \"bucketrl\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", \"params\": %lld, \"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
         "\"r\": %lld, \"threads\": %d, \"step_seconds\": %.4f, \"tokens_per_second\": %.1f, \"step_gflop\": %.2f, "
         "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f}\n",
-        shape.c_str(), static_cast<long long>(cfg.num_parameters()), static_cast<long long>(batch),
+        device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(cfg.num_parameters()), static_cast<long long>(batch),
         static_cast<long long>(prompt), static_cast<long long>(completion), static_cast<long long>(r), threads, sec,
         tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9, flops / sec / ceiling, loss);
   } else {
-    std::printf("%s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
+    std::printf("%s %s %s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
                 "%.0f %% of the %.0f GFLOP/s GEMM ceiling\n",
-                shape.c_str(), static_cast<long long>(batch), static_cast<long long>(prompt + completion), sec,
+                device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(batch), static_cast<long long>(prompt + completion), sec,
                 static_cast<long long>(repeats), tokens / sec, flops / 1e9, flops / sec / 1e9, 100 * flops / sec / ceiling,
                 ceiling / 1e9);
   }

@@ -25,5 +25,6 @@ export LD_LIBRARY_PATH=$MULTI${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # pkg-config; at run time LD_LIBRARY_PATH (above) finds it.
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DBRL_PYTHON="$PY" \
   -DCMAKE_PREFIX_PATH="$PREFIX/usr;$MULTI/cmake" -DTORCH_CUDA_ARCH_LIST=9.0 >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# BRL_TARGETS: build only these (e.g. "bucketrl cuda_test"); default everything.
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${BRL_TARGETS:+--target $BRL_TARGETS}
 echo "gpu_build: built $BUILD_DIR/bucketrl (run with LD_LIBRARY_PATH=$MULTI)"

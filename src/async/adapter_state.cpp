@@ -14,7 +14,7 @@ namespace brl::async {
 std::vector<codec::Tensor> snapshot(model::Model& m) {
   std::vector<codec::Tensor> out;
   for (auto& [name, t] : lora::adapter_tensors(m)) {
-    auto c = t.detach().to(torch::kFloat).contiguous();
+    auto c = t.detach().to(torch::kFloat).cpu().contiguous();
     codec::Tensor x{name, c.sizes().vec(), std::vector<float>(static_cast<size_t>(c.numel()))};
     std::memcpy(x.data.data(), c.data_ptr<float>(), x.data.size() * sizeof(float));
     out.push_back(std::move(x));

@@ -21,6 +21,7 @@ void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
   auto store = protocol::open_bucket(opt.bucket);
   auto run = protocol::read_run(*store).value();
   RunConfig cfg = join_run(*store, run, opt.cache_dir);
+  if (!opt.device.empty()) cfg.model.device = opt.device;
   grpo::Session ses = grpo::open_session(cfg);
   int64_t done = -1;
   // An evaluator restarted mid-run continues after the newest evaluation already written.

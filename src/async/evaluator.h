@@ -15,6 +15,7 @@ struct EvaluatorOptions {
   int threads = 1;
   double poll_interval_s = 1;
   double min_interval_s = 0;  // at most one evaluation per this many seconds (it competes with workers for CPU)
+  std::string device;         // "" = the run's [model] device
 };
 
 void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop);

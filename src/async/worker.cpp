@@ -16,6 +16,7 @@
 #include "codec/codec.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
+#include "model/device.h"
 #include "model/threads.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
@@ -144,6 +145,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
   auto store = protocol::open_bucket(opt.bucket);
   auto run = protocol::read_run(*store).value();
   RunConfig cfg = join_run(*store, run, opt.cache_dir);
+  if (!opt.device.empty()) cfg.model.device = opt.device;  // a machine's own, not the run's
   const auto key = signing_key(id, opt.signing_key, cfg);
   int threads = opt.threads > 0 ? opt.threads : cfg.train.threads;
   if (threads > 0) model::set_compute_threads(threads);
@@ -161,6 +163,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
 
   grpo::Session ses = grpo::open_session(cfg);
   auto& m = ses.model;
+  beater.update([&](protocol::Heartbeat& h) { h.device = model::device_label(m.device()); });
   // Sampling differs per worker (and per start, so a restarted worker does not replay).
   grpo::GrpoConfig g = cfg.grpo;
   g.seed = static_cast<int>((static_cast<uint64_t>(g.seed) ^ std::hash<std::string>{}(id) ^
@@ -330,6 +333,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     beater.update([&](protocol::Heartbeat& h) {
       h.step = sum.steps;
       h.samples_per_s = rate;
+      h.device_memory_bytes = static_cast<uint64_t>(model::device_memory_bytes(m.device()));
       h.reward_mean = s.reward_mean;
       h.accuracy = s.accuracy;
     });

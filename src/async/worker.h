@@ -23,6 +23,7 @@ struct WorkerOptions {
   int64_t max_steps = 0;          // stop after this many steps (0 = no limit)
   double slowdown = 1.0;          // tests/benchmarks: idle (slowdown-1) x busy time (step + upload)
   std::string signing_key;        // Ed25519 private key (PEM) file; "" = $BRL_SIGNING_KEY_FILE, else unsigned
+  std::string device;             // "" = the run's [model] device (auto: this machine's GPU, if any)
 };
 
 struct WorkerSummary {

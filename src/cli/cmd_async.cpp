@@ -65,6 +65,7 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
   app.add_option("--max-steps", o.max_steps, "stop after this many GRPO steps");
   app.add_option("--slowdown", o.slowdown, "benchmarks: run this many times slower");
   app.add_option("--signing-key", o.signing_key, "Ed25519 private key (PEM) to sign updates with (env BRL_SIGNING_KEY_FILE)");
+  app.add_option("--device", o.device, "where to generate and train: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (default: the run's model.device)");
   return [] {
     parse_shard(shard, &o.shard, &o.num_shards);
     cli::init_compute(o.threads);
@@ -131,6 +132,7 @@ cli::Register evaluator_reg("evaluator", "evaluate each new global version on he
   app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
   app.add_option("--threads", o.threads, "compute threads");
   app.add_option("--min-interval", o.min_interval_s, "at most one evaluation per this many seconds");
+  app.add_option("--device", o.device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (default: the run's model.device)");
   return [] {
     cli::init_compute(o.threads);
     async::run_evaluator(o, cli::stop_on_signals());
@@ -154,8 +156,11 @@ cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers 
   app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
   o.http = obs::kDefaultProxyHttp;
   app.add_option("--http", o.http, "the proxy's dashboard and endpoints on ADDR:PORT (off: none)")->capture_default_str();
+  static std::string device;
+  app.add_option("--device", device, "where the workers and the evaluator run: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (sets model.device)");
   return [] {
     if (barrier) sets.push_back("sync.mode=sync");
+    if (!device.empty()) sets.push_back("model.device=" + device);
     RunConfig cfg = load_config(config, sets);
     cli::init_compute(1);
     if (auto a = obs::parse_listen_address(o.http); !a.off)

@@ -47,9 +47,12 @@ brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA ove
   app.add_option("--eval-interval", o.eval_interval_s, "seconds between the evaluator's held-out evaluations (at least)")
       ->capture_default_str();
   app.add_option("--set", o.overrides, "override a run config key (section.key=value)");
+  static std::string device;
+  app.add_option("--device", device, "where GRPO runs (the base is pretrained on the CPU): " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (sets model.device)");
   o.http = brl::obs::kDefaultProxyHttp;
   app.add_option("--http", o.http, "the proxy's live dashboard on ADDR:PORT (off: none)")->capture_default_str();
   return [] {
+    if (!device.empty()) o.overrides.push_back("model.device=" + device);
     if (o.workers == 0) return single_process(o);
     // Every core for pretraining the base; after that this process only supervises.
     brl::cli::init_compute(0);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/model_load.h"
 #include "generate/generate.h"
 #include "lora/lora.h"
 #include "model/loader.h"
@@ -16,7 +17,7 @@
 
 namespace {
 struct Args {
-  std::string model_dir, adapter_dir, prompt, dtype = "f32";
+  std::string model_dir, adapter_dir, prompt, dtype = "auto", device = "auto";
   brl::gen::GenerateOptions gen;
   bool json = false, add_special = false;
 };
@@ -24,10 +25,7 @@ struct Args {
 int run(const Args& a) {
   brl::cli::init_compute();
   auto tok = brl::tok::Tokenizer::from_dir(a.model_dir);
-  brl::model::LoadOptions lo;
-  if (a.dtype == "bf16") lo.dtype = torch::kBFloat16;
-  else if (a.dtype != "f32") throw brl::UserError("--dtype " + a.dtype + ": expected f32 or bf16");
-  auto model = brl::model::load_model(a.model_dir, lo);
+  auto model = brl::cli::load_model_on(a.model_dir, a.device, a.dtype);
   if (!a.adapter_dir.empty()) brl::lora::load_peft(model, a.adapter_dir);  // attaches it (PEFT config) and loads it
 
   auto opts = a.gen;
@@ -78,7 +76,8 @@ brl::cli::Register reg("generate", "sample completions of a prompt from a model 
       ->default_val(128);
   app.add_option("--seed", a->gen.seed, "random seed (same seed, same samples)")->default_val(0);
   app.add_option("--stop-id", a->gen.stop_token_ids, "extra stop token ids (eos always stops)");
-  app.add_option("--dtype", a->dtype, "compute dtype: f32 | bf16")->default_val("f32");
+  app.add_option("--dtype", a->dtype, "weights: auto (bf16 on a GPU, f32 on the CPU) | f32 | bf16")->default_val("auto");
+  app.add_option("--device", a->device, "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->default_val("auto");
   app.add_flag("--add-special-tokens", a->add_special, "let the tokenizer add BOS etc. to the prompt");
   app.add_flag("--json", a->json, "one JSON object per completion: text, token_ids, logprobs");
   return [a] { return run(*a); };

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/model_load.h"
 #include "config/run_config.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
@@ -39,7 +40,12 @@ cli::Register train_reg("train", "GRPO + LoRA training in one process (no bucket
   app.add_option("--config", config, "run.toml ([model] [lora] [grpo] [task] [train])");
   app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
   app.add_flag("--resume", resume, "continue from the newest checkpoint in train.output_dir");
-  return [] { return run_train(config, sets, resume); };
+  static std::string device;
+  app.add_option("--device", device, "where to generate and train: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (sets model.device)");
+  return [] {
+    if (!device.empty()) sets.push_back("model.device=" + device);
+    return run_train(config, sets, resume);
+  };
 });
 
 cli::Register eval_reg("eval", "held-out accuracy and mean reward of a model (+ adapter) on a task", [](CLI::App& app) {
@@ -55,9 +61,11 @@ cli::Register eval_reg("eval", "held-out accuracy and mean reward of a model (+ 
   app.add_option("--max-new-tokens", max_new, "tokens per answer");
   app.add_option("--temperature", temperature, "0 = greedy");
   app.add_flag("--json", json, "print JSON");
+  static std::string device = "auto";
+  app.add_option("--device", device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->capture_default_str();
   return [] {
     cli::init_compute();
-    auto m = model::load_model(model_dir);
+    auto m = cli::load_model_on(model_dir, device);
     auto tk = tok::Tokenizer::from_dir(model_dir);
     if (!adapter.empty()) lora::load_peft(m, adapter);
     tasks::TaskOptions to;

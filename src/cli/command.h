@@ -33,6 +33,10 @@ struct Register {
 // BLAS in use is the slow reference one. Call from commands that do tensor work.
 void init_compute(int threads = 0);
 
+// On SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT: the signal and a backtrace on stderr (the
+// process's log), then the default action. Installed by main for every command.
+void install_crash_report();
+
 // Installs SIGINT/SIGTERM handlers that set the returned flag (long-running commands stop
 // cleanly on Ctrl-C); a second Ctrl-C exits at once.
 const std::atomic<bool>& stop_on_signals();

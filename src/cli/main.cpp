@@ -17,6 +17,7 @@ std::vector<CommandSpec>& registry() {
 
 int main(int argc, char** argv) {
   using namespace brl;
+  cli::install_crash_report();
   CLI::App app{"bucketrl: asynchronous GRPO + LoRA fine-tuning over an object-storage bucket"};
   app.require_subcommand(1);
   std::string log_level;

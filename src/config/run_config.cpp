@@ -33,7 +33,9 @@ nlohmann::json toml_to_json(const toml::node& n) {
 
 ConfigTable model_table(ModelRef& m) {
   ConfigTable t("model");
-  t.add("path", &m.path, "Hugging Face model folder").add("dtype", &m.dtype, "float32 | bfloat16");
+  t.add("path", &m.path, "Hugging Face model folder")
+      .add("dtype", &m.dtype, "weights: auto (bfloat16 on a GPU, float32 on the CPU) | float32 | bfloat16")
+      .add("device", &m.device, "auto (a GPU when there is one) | cpu | cuda | cuda:N");
   return t;
 }
 
@@ -138,6 +140,14 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
 }
 
 void RunConfig::validate() const {
+  auto one_of = [](const std::string& key, const std::string& v, std::initializer_list<const char*> ok, const char* hint) {
+    for (auto o : ok)
+      if (v == o) return;
+    throw UserError("model." + key + " = \"" + v + "\" is not valid", hint);
+  };
+  one_of("dtype", model.dtype, {"auto", "float32", "f32", "bfloat16", "bf16"}, "use auto, float32 or bfloat16");
+  if (model.device.rfind("cuda:", 0) != 0)
+    one_of("device", model.device, {"auto", "cpu", "cuda"}, "use auto, cpu, cuda or cuda:N");
   lora.validate();
   grpo.validate();
   sync.validate();

@@ -18,7 +18,8 @@ namespace brl {
 
 struct ModelRef {
   std::string path;         // HF model folder
-  std::string dtype = "float32";
+  std::string dtype = "auto";   // auto: bfloat16 on a GPU, float32 on the CPU
+  std::string device = "auto";  // auto: the GPU when this machine has one (each worker decides)
 };
 
 struct TrainConfig {

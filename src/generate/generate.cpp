@@ -3,11 +3,16 @@
 #include "util/rng.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <random>
 
+#include "generate/sample_rows.h"
 #include "model/llama.h"
 #include "util/error.h"
 
@@ -27,15 +32,18 @@ const char* finish_reason_name(FinishReason r) { return r == FinishReason::kStop
 namespace {
 // Decorrelated per-completion seeds from (seed, prompt, sample).
 uint64_t mix(uint64_t x) { return splitmix64(x); }
-}  // namespace
 
-std::vector<Completion> generate(const model::Model& model,
-                                 const std::vector<std::vector<int32_t>>& prompts,
-                                 const GenerateOptions& opts) {
-  opts.validate();
-  if (prompts.empty()) return {};
-  c10::InferenceMode guard;
-  const int64_t P = prompts.size(), G = opts.num_generations, V = model.config.vocab_size;
+std::mt19937_64 completion_rng(uint64_t seed, int64_t prompt, int64_t sample) {
+  return std::mt19937_64(mix(mix(seed) ^ mix(static_cast<uint64_t>(prompt) * 0x100000001b3ull) ^ static_cast<uint64_t>(sample)));
+}
+
+bool is_stop(const GenerateOptions& opts, int64_t tok) {
+  return std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(), tok) != opts.stop_token_ids.end();
+}
+
+// Left-padded prompt ids and mask [P, Tp] on the model's device, after checking the ids.
+std::pair<at::Tensor, at::Tensor> pad_prompts(const model::Model& model, const std::vector<std::vector<int32_t>>& prompts) {
+  const int64_t P = prompts.size(), V = model.config.vocab_size;
   int64_t Tp = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) throw UserError("generate: prompt " + std::to_string(i) + " is empty");
@@ -59,6 +67,117 @@ std::vector<Completion> generate(const model::Model& model,
       }
     }
   }
+  return {ids.to(model.device()), mask.to(model.device())};
+}
+
+// Static decoding: B = P*G rows decode max_new_tokens steps each over a cache of fixed shape;
+// a step samples from the logits buffer, records the token, and runs the model on it. Every
+// tensor a step touches exists before the first step, so that steps replay as one CUDA graph.
+std::vector<Completion> generate_static(const model::Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                        const GenerateOptions& opts) {
+  const int64_t P = prompts.size(), G = opts.num_generations, B = P * G, N = opts.max_new_tokens;
+  auto [ids, mask] = pad_prompts(model, prompts);
+  const int64_t Tp = ids.size(1);
+  const auto dev = at::TensorOptions().device(model.device());
+  // The group's prompt is prefilled once (fused attention on the GPU), then its cache rows
+  // are replicated G times: row r = p * G + g.
+  auto cache = model.new_cache(P, Tp + N);
+  auto pos = model::positions_from_mask(mask);
+  auto hidden = model.forward(ids, pos, &cache, mask);
+  auto rep = at::arange(P, dev.dtype(at::kLong)).repeat_interleave(G);
+  auto logits = model.lm_logits(hidden.select(1, Tp - 1)).to(at::kFloat).index_select(0, rep).contiguous();  // [B, V]
+  auto next_pos = (pos.select(1, Tp - 1) + 1).index_select(0, rep).unsqueeze(1).contiguous();              // [B, 1]
+  cache.keep_rows(rep);
+
+  // Each completion's uniforms, one per step, from its own stream: the dynamic path's draws.
+  std::vector<double> uh(static_cast<size_t>(N * B));
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  for (int64_t r = 0; r < B; ++r) {
+    auto rng = completion_rng(opts.seed, r / G, r % G);
+    for (int64_t s = 0; s < N; ++s) uh[s * B + r] = unif(rng);
+  }
+  auto uniforms = at::from_blob(uh.data(), {N, B}, at::kDouble).to(model.device());
+  auto out_tok = at::zeros({B, N}, dev.dtype(at::kLong));
+  auto out_lp = at::zeros({B, N}, dev.dtype(at::kFloat));
+  auto step = at::zeros({1}, dev.dtype(at::kLong));
+  auto slot = at::full({1}, Tp, dev.dtype(at::kLong));
+  const SamplerConfig sc{opts.temperature, opts.top_k, opts.top_p};
+  auto body = [&] {
+    auto [tok, lp] = sample_rows(logits, uniforms.index_select(0, step).squeeze(0), sc);
+    out_tok.index_copy_(1, step, tok.unsqueeze(1));
+    out_lp.index_copy_(1, step, lp.unsqueeze(1));
+    auto h = model.forward_static(tok.unsqueeze(1), next_pos, cache, slot);
+    logits.copy_(model.lm_logits(h.select(1, 0)));
+    next_pos.add_(1);
+    slot.add_(1);
+    step.add_(1);
+  };
+  at::Tensor stops;
+  if (!opts.stop_token_ids.empty())
+    stops = at::tensor(at::ArrayRef<int64_t>(opts.stop_token_ids), at::kLong).to(model.device());
+  auto all_stopped = [&](int64_t steps) {
+    return stops.defined() && at::isin(out_tok.narrow(1, 0, steps), stops).any(1).all().item<bool>();
+  };
+
+  int64_t done = 0;
+  const bool graphs = opts.cuda_graphs && model.device().is_cuda() && N > 1;
+  std::optional<c10::cuda::CUDAStreamGuard> side;
+  std::optional<at::cuda::CUDAGraph> graph;
+  if (graphs) {
+    // Capture on a side stream (CUDA cannot capture the legacy default stream); the eager
+    // first step there also warms up the libraries' lazy set-up (cuBLAS workspaces).
+    c10::cuda::device_synchronize();
+    side.emplace(c10::cuda::getStreamFromPool());
+  }
+  body();
+  ++done;
+  if (graphs) {
+    graph.emplace();
+    graph->capture_begin();
+    body();  // recorded, not run
+    graph->capture_end();
+  }
+  // Finished rows keep decoding (fixed shapes); every 16 steps, stop early once all have stopped.
+  for (; done < N; ++done) {
+    if (done % 16 == 0 && all_stopped(done)) break;
+    if (graph) graph->replay();
+    else body();
+  }
+  auto toks = out_tok.narrow(1, 0, done).cpu().contiguous();
+  auto lps = out_lp.narrow(1, 0, done).cpu().contiguous();
+  side.reset();
+  auto ta = toks.accessor<int64_t, 2>();
+  auto la = lps.accessor<float, 2>();
+  std::vector<Completion> out(B);
+  for (int64_t r = 0; r < B; ++r) {
+    auto& c = out[r];
+    c.prompt_index = r / G;
+    c.sample_index = r % G;
+    for (int64_t s = 0; s < done; ++s) {
+      c.tokens.push_back(static_cast<int32_t>(ta[r][s]));
+      c.logprobs.push_back(la[r][s]);
+      if (is_stop(opts, ta[r][s])) {
+        c.finish = FinishReason::kStop;
+        break;
+      }
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<Completion> generate(const model::Model& model,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerateOptions& opts) {
+  opts.validate();
+  if (prompts.empty()) return {};
+  c10::InferenceMode guard;
+  using D = GenerateOptions::Decode;
+  if (opts.decode == D::kStatic || (opts.decode == D::kAuto && model.device().is_cuda()))
+    return generate_static(model, prompts, opts);
+  const int64_t P = prompts.size(), G = opts.num_generations, V = model.config.vocab_size;
+  auto [ids, mask] = pad_prompts(model, prompts);
+  const int64_t Tp = ids.size(1);
   auto cache = model.new_cache(P, Tp + opts.max_new_tokens);
   auto pos = model::positions_from_mask(mask);                 // [P, Tp]
   auto hidden = model.forward(ids, pos, &cache, mask);         // [P, Tp, C]
@@ -66,7 +185,8 @@ std::vector<Completion> generate(const model::Model& model,
   auto next_pos = pos.select(1, Tp - 1) + 1;                   // [P]
 
   // Replicate each prompt's rows G times: row r = p * G + g.
-  auto rep = at::arange(P, at::kLong).repeat_interleave(G);    // [P*G]
+  const auto dev = at::TensorOptions().dtype(at::kLong).device(model.device());
+  auto rep = at::arange(P, dev).repeat_interleave(G);          // [P*G]
   if (G > 1) {
     cache.keep_rows(rep);
     logits = logits.index_select(0, rep);
@@ -79,8 +199,7 @@ std::vector<Completion> generate(const model::Model& model,
   for (int64_t r = 0; r < P * G; ++r) {
     out[r].prompt_index = r / G;
     out[r].sample_index = r % G;
-    rngs.emplace_back(mix(mix(opts.seed) ^ mix(static_cast<uint64_t>(r / G) * 0x100000001b3ull) ^
-                          static_cast<uint64_t>(r % G)));
+    rngs.push_back(completion_rng(opts.seed, r / G, r % G));
     active[r] = r;
   }
   const SamplerConfig sc{opts.temperature, opts.top_k, opts.top_p};
@@ -90,7 +209,7 @@ std::vector<Completion> generate(const model::Model& model,
   // trainer computes (grpo::completion_logprobs, TRL's definition), so an unmoved policy has ratio 1.
   const float inv_t = opts.temperature > 0 ? static_cast<float>(1.0 / opts.temperature) : 1.f;
   for (int64_t step = 0; step < opts.max_new_tokens && !active.empty(); ++step) {
-    auto lf = logits.to(at::kFloat).contiguous();             // [B, V]
+    auto lf = logits.to(at::kFloat).cpu().contiguous();       // [B, V]
     auto lse = at::logsumexp(inv_t == 1.f ? lf : lf * inv_t, -1);  // [B]; no scaled copy at T = 1
     const int64_t B = active.size();
     const float* lp = lf.data_ptr<float>();
@@ -103,9 +222,7 @@ std::vector<Completion> generate(const model::Model& model,
       const int64_t tok = sample_row(row, V, sc, u);
       c.tokens.push_back(static_cast<int32_t>(tok));
       c.logprobs.push_back(row[tok] * inv_t - ls[b]);
-      const bool stop = std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(), tok) !=
-                        opts.stop_token_ids.end();
-      if (stop) {
+      if (is_stop(opts, tok)) {
         c.finish = FinishReason::kStop;
       } else if (static_cast<int64_t>(c.tokens.size()) >= opts.max_new_tokens) {
         c.finish = FinishReason::kLength;
@@ -116,14 +233,14 @@ std::vector<Completion> generate(const model::Model& model,
     }
     if (keep.empty()) break;
     if (static_cast<int64_t>(keep.size()) < B) {  // drop finished rows from the batch
-      auto rows = at::tensor(at::ArrayRef<int64_t>(keep), at::kLong);
+      auto rows = at::tensor(at::ArrayRef<int64_t>(keep), at::kLong).to(model.device());
       cache.keep_rows(rows);
       next_pos = next_pos.index_select(0, rows);
       std::vector<int64_t> a;
       for (auto b : keep) a.push_back(active[b]);
       active.swap(a);
     }
-    auto tok = at::tensor(at::ArrayRef<int64_t>(next_tok), at::kLong).unsqueeze(1);  // [B', 1]
+    auto tok = at::tensor(at::ArrayRef<int64_t>(next_tok), at::kLong).to(model.device()).unsqueeze(1);  // [B', 1]
     auto h = model.forward(tok, next_pos.unsqueeze(1), &cache);                       // [B', 1, C]
     logits = model.lm_logits(h.select(1, 0));                                         // [B', V]
     next_pos = next_pos + 1;

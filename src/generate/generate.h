@@ -25,6 +25,13 @@ struct GenerateOptions {
   double top_p = 1.0;             // 1: off
   std::vector<int64_t> stop_token_ids;  // eos etc.; the stop token is kept in the output
   uint64_t seed = 0;
+  // How decoding runs. dynamic: finished rows leave the batch (the CPU's fastest). static: every
+  // row decodes for max_new_tokens over a cache of fixed shape, sampling where the logits are,
+  // so that a step has no host synchronisation (the GPU's way). auto: static on CUDA.
+  enum class Decode { kAuto, kDynamic, kStatic } decode = Decode::kAuto;
+  // Static decoding on CUDA: each step captured once as a CUDA graph and replayed (one launch
+  // per token instead of hundreds); false: the same steps run eagerly.
+  bool cuda_graphs = true;
   void validate() const;  // UserError quoting bad values
 };
 
@@ -40,6 +47,8 @@ struct Completion {
 };
 
 // Completions in order prompt 0 samples 0..G-1, prompt 1 ... . Prompts must be non-empty.
+// Runs on the model's device. Both decode modes draw the same uniforms per completion, so they
+// give the same tokens up to floating-point ties.
 std::vector<Completion> generate(const model::Model& model,
                                  const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerateOptions& opts);

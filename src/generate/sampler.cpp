@@ -38,6 +38,9 @@ int64_t sample_row(const float* logits, int64_t V, const SamplerConfig& cfg, dou
   if (use_k) {
     std::nth_element(idx.begin(), idx.begin() + cfg.top_k, idx.end(), by_weight);
     n = cfg.top_k;
+    // Candidates in a defined order (by probability, ties by id), the order the batched GPU
+    // sampler (sample_rows) walks, so that a uniform picks the same token on either.
+    if (!use_p) std::sort(idx.begin(), idx.begin() + n, by_weight);
   }
   double z = 0;
   for (int64_t i = 0; i < n; ++i) z += w[idx[i]];

@@ -1,6 +1,8 @@
 // Picking one token from one row of logits: greedy at temperature 0, else temperature,
 // top-k, then top-p (nucleus) over the renormalized top-k distribution, as HF's warpers
-// chain them. Torch-free and given its uniform draw, so it is deterministic and testable.
+// chain them. The draw u picks by inverse CDF over the vocabulary in id order (temperature
+// only) or over the top-k / top-p candidates sorted by probability, ties by id. Torch-free
+// and given its uniform draw, so it is deterministic and testable.
 #pragma once
 
 #include <cstdint>

@@ -131,6 +131,13 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
   return b;
 }
 
+PolicyBatch PolicyBatch::to(const at::Device& device) const {
+  PolicyBatch b = *this;
+  for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages})
+    if (t->defined()) *t = t->to(device);
+  return b;
+}
+
 at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
                                at::Tensor* entropy) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
@@ -139,15 +146,18 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, cons
   return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature, entropy);
 }
 
-PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
+PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
+  const auto dev = m_.device();
+  const PolicyBatch b = batch.ids.device() == dev ? batch : batch.to(dev);
   const int64_t N = b.ids.size(0);
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(dev);
 
   // Reference log-probs (adapter off), only when the KL term is on.
   at::Tensor ref_lp;
   if (cfg_.beta > 0) {
     torch::NoGradGuard ng;
     m_.adapters_enabled = false;
-    ref_lp = completion_logprobs(m_, b, torch::arange(N, torch::kLong), cfg_.temperature);
+    ref_lp = completion_logprobs(m_, b, torch::arange(N, idx), cfg_.temperature);
     m_.adapters_enabled = true;
     ++ref_passes_;
   }
@@ -180,7 +190,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& b, double lr) {
   for (int it = 0; it < cfg_.num_iterations; ++it) {
     opt_->zero_grad();
     for (int64_t s = 0; s < N; s += mb) {
-      at::Tensor rows = torch::arange(s, std::min(N, s + mb), torch::kLong);
+      at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
       LossInputs in;
       in.logps = completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
       in.old_logps = b.old_logps.index_select(0, rows);
@@ -295,7 +305,7 @@ void GrpoTrainer::save_state(const std::string& path) {
 void GrpoTrainer::load_state(const std::string& path) {
   torch::serialize::InputArchive a;
   try {
-    a.load_from(path);
+    a.load_from(path, m_.device());  // AdamW's moments where the adapter is
   } catch (const c10::Error& e) {
     throw UserError("cannot read trainer state '" + path + "'", "delete it to start the optimizer afresh");
   }

@@ -57,6 +57,7 @@ struct PolicyBatch {
   at::Tensor old_logps;        // [N, completion_len]: of the policy that generated them
   at::Tensor advantages;       // [N]
   int64_t prompt_len = 0, completion_len = 0;
+  PolicyBatch to(const at::Device& device) const;  // every tensor moved (the trainer's GPU copy)
 };
 
 // The batch of sampled completions (advantages left undefined): prompts left-padded to

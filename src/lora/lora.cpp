@@ -34,8 +34,12 @@ void attach(model::Model& m, const LoraConfig& cfg) {
     int64_t in = lin->in_features(), out = lin->out_features();
     double bound = 1.0 / std::sqrt(static_cast<double>(in));
     model::LoraSlot s;
-    s.A = at::empty({cfg.r, in}, lin->weight.options()).uniform_(-bound, bound, gen);  // [r, in]
-    s.B = at::zeros({out, cfg.r}, lin->weight.options());                             // [out, r]
+    // Factors in f32 over a half/bf16 base (PEFT's autocast_adapter_dtype): AdamW's small
+    // updates would round away in bf16. Drawn on the CPU so a seed gives the same adapter anywhere.
+    auto opts = lin->weight.options().dtype(at::kFloat).requires_grad(false);
+    if (lin->weight.scalar_type() == at::kDouble) opts = opts.dtype(at::kDouble);
+    s.A = at::empty({cfg.r, in}, opts.device(at::kCPU)).uniform_(-bound, bound, gen).to(opts.device());  // [r, in]
+    s.B = at::zeros({out, cfg.r}, opts);                                                              // [out, r]
     s.A.set_requires_grad(true);
     s.B.set_requires_grad(true);
     s.scale = cfg.scale();
@@ -115,7 +119,8 @@ LoraConfig read_peft_config(const std::string& dir) {
 LoraConfig load_peft(model::Model& m, const std::string& dir) {
   LoraConfig c = read_peft_config(dir);
   std::string st = (fs::path(dir) / "adapter_model.safetensors").string();
-  auto values = model::load_tensors(st, m.dtype());
+  // Read in f32 (f64 for f64 models): slots over a bf16 base are f32 (attach).
+  auto values = model::load_tensors(st, m.dtype() == at::kDouble ? at::kDouble : at::kFloat);
   detach(m);
   // Attach only where the file has tensors (PEFT may list modules by regex); shapes give r.
   std::set<std::string> present;

@@ -3,12 +3,14 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/headeronly/version.h>
 
 #include <string>
 
 #include "model/threads.h"
+#include "util/error.h"
 
 namespace brl::model {
 
@@ -25,6 +27,42 @@ std::vector<CudaDevice> cuda_devices() {
 }
 
 bool cuda_available() { return at::hasCUDA() && c10::cuda::device_count() > 0; }
+
+c10::Device resolve_device(const std::string& name) {
+  if (name == "auto") return cuda_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  int index = -1;
+  if (name == "cuda") index = 0;
+  else if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() < 9 &&
+           name.find_first_not_of("0123456789", 5) == std::string::npos)
+    index = std::stoi(name.substr(5));
+  if (index < 0) throw UserError("device '" + name + "' is not a device name", "use auto, cpu, cuda or cuda:N");
+  const int n = cuda_available() ? c10::cuda::device_count() : 0;
+  if (index >= n)
+    throw UserError("device '" + name + "' is not here: " + (n == 0 ? "no CUDA GPU is visible (" + describe_compute() + ")"
+                                                                     : std::to_string(n) + " CUDA GPU(s)"),
+                    "use --device cpu (or auto), or run on a machine with that GPU");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+c10::ScalarType resolve_dtype(const std::string& name, const c10::Device& device) {
+  if (name == "auto") return device.is_cuda() ? c10::kBFloat16 : c10::kFloat;
+  if (name == "float32" || name == "f32") return c10::kFloat;
+  if (name == "bfloat16" || name == "bf16") return c10::kBFloat16;
+  throw UserError("dtype '" + name + "' is not a weight dtype", "use auto, float32 or bfloat16");
+}
+
+std::string device_label(const c10::Device& device) {
+  if (!device.is_cuda()) return "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
+  const int i = device.has_index() ? device.index() : 0;
+  return "cuda:" + std::to_string(i) + " " + at::cuda::getDeviceProperties(i)->name;
+}
+
+int64_t device_memory_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
 
 std::string describe_compute() {
   std::string s = "libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +

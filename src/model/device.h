@@ -3,6 +3,9 @@
 // build); on a machine without a GPU these report none instead of failing.
 #pragma once
 
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +22,18 @@ struct CudaDevice {
 // CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies); empty without a GPU.
 std::vector<CudaDevice> cuda_devices();
 bool cuda_available();
+
+// A device name as users write it (--device, [model] device): "auto" (the first GPU when
+// there is one, else the CPU), "cpu", "cuda" or "cuda:N". UserError naming the value when it
+// is none of those or names a GPU this process does not have.
+c10::Device resolve_device(const std::string& name);
+// A weight dtype name ([model] dtype): "auto" (bfloat16 on a GPU, float32 on the CPU),
+// "float32" / "f32", "bfloat16" / "bf16". UserError naming the value otherwise.
+c10::ScalarType resolve_dtype(const std::string& name, const c10::Device& device);
+// The device as a heartbeat names it: "cuda:0 NVIDIA H200", "cpu (8 threads)".
+std::string device_label(const c10::Device& device);
+// Bytes the caching allocator holds on the device (0 on the CPU): the heartbeat's figure.
+int64_t device_memory_bytes(const c10::Device& device);
 
 // One line for logs and `bucketrl version`: libtorch's version and build, the CPU threads,
 // and each GPU (or why there is none).

@@ -12,6 +12,7 @@
 namespace brl::model {
 
 struct LoraSlot {
+  // A and B may be f32 over a low-precision base (trained adapters): the branch then runs in f32.
   torch::Tensor A;        // [r, in]
   torch::Tensor B;        // [out, r]
   double scale = 1.0;     // lora_alpha / r (or / sqrt(r) with rslora)

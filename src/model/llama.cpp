@@ -21,12 +21,12 @@ torch::Tensor positions_from_mask(const torch::Tensor& mask) {
 }
 
 KvCache Model::new_cache(int64_t batch, int64_t max_tokens) const {
-  return KvCache::allocate(config, batch, max_tokens, dtype());
+  return KvCache::allocate(config, batch, max_tokens, dtype(), device());
 }
 
 torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x,
                                const RopeCosSin& rope, const torch::Tensor& mask,
-                               KvCache* cache) const {
+                               KvCache* cache, const torch::Tensor& slot) const {
   const auto& a = layer.self_attn;
   const int64_t B = x.size(0), T = x.size(1);
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads;
@@ -42,9 +42,13 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
   k = apply_rope(k, rope);  // [B, T, Hkv, D]
   // Query heads h = kv * G + g share kv head `kv`: group them as [B, Hkv, G*T, D] so one
   // batched matmul per kv head serves all its queries (no repeat of K/V).
-  auto qg = q.view({B, T, Hkv, G, D}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, D});
   torch::Tensor K, V;                    // [B, Hkv, L, D]
-  if (cache) {
+  if (cache && slot.defined()) {
+    cache->k[index].index_copy_(2, slot, k.transpose(1, 2));
+    cache->v[index].index_copy_(2, slot, v.transpose(1, 2));
+    K = cache->k[index];
+    V = cache->v[index];
+  } else if (cache) {
     const int64_t off = cache->len;
     cache->k[index].narrow(2, off, T).copy_(k.transpose(1, 2));
     cache->v[index].narrow(2, off, T).copy_(v.transpose(1, 2));
@@ -55,7 +59,18 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
     V = v.transpose(1, 2);
   }
   const int64_t L = K.size(2);
-  auto scores = at::matmul(qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  if (x.is_cuda() && T > 1) {
+    // Prefill and training on the GPU: ATen's fused attention (memory-efficient kernel, which
+    // takes an additive mask but not grouped K/V, so K/V are expanded to every query head).
+    auto Ke = G > 1 ? K.repeat_interleave(G, 1) : K, Ve = G > 1 ? V.repeat_interleave(G, 1) : V;
+    std::optional<at::Tensor> m;
+    if (mask.defined()) m = mask.view({B, 1, T, L});
+    auto out = at::scaled_dot_product_attention(q.transpose(1, 2), Ke, Ve, m, 0.0, false, scale);  // [B, H, T, D]
+    return a.o_proj.forward(out.transpose(1, 2).reshape({B, T, H * D}), adapters_enabled, training);
+  }
+  auto qg = q.view({B, T, Hkv, G, D}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, D});
+  auto scores = at::matmul(qg, K.transpose(2, 3)) * scale;
   if (mask.defined()) scores = (scores.view({B, Hkv, G, T, L}) + mask).view({B, Hkv, G * T, L});
   // Low-precision scores are normalized in f32.
   const bool low = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
@@ -88,31 +103,51 @@ torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor
   torch::Tensor mask;
   const bool need_causal = T > 1;
   const bool need_pad = key_valid.defined() && !key_valid.all().item<bool>();
+  const auto dev = at::TensorOptions().device(device());
   if (need_causal || need_pad) {
-    auto allowed = at::ones({B, T, L}, at::kBool);
+    auto allowed = at::ones({B, T, L}, dev.dtype(at::kBool));
     if (need_causal) {
-      auto qi = at::arange(off, L, at::kLong).unsqueeze(1);  // [T, 1]
-      auto kj = at::arange(0, L, at::kLong).unsqueeze(0);    // [1, L]
+      auto qi = at::arange(off, L, dev.dtype(at::kLong)).unsqueeze(1);  // [T, 1]
+      auto kj = at::arange(0, L, dev.dtype(at::kLong)).unsqueeze(0);    // [1, L]
       allowed = allowed & (kj <= qi).unsqueeze(0);
     }
     if (need_pad) allowed = allowed & key_valid.unsqueeze(1);
-    mask = at::zeros({B, T, L}, at::TensorOptions().dtype(dtype()))
+    mask = at::zeros({B, T, L}, dev.dtype(dtype()))
                .masked_fill_(allowed.logical_not(), -1e9)
                .view({B, 1, 1, T, L});
   }
+  auto h = layers_forward(input_ids, positions, mask, cache, {});
+  if (cache) cache->len = L;
+  return h;
+}
+
+torch::Tensor Model::forward_static(const torch::Tensor& input_ids, const torch::Tensor& positions,
+                                    KvCache& cache, const torch::Tensor& slot) const {
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) == 1, "forward_static takes input_ids [B, 1]");
+  TORCH_CHECK(cache.batch() == input_ids.size(0), "cache batch ", cache.batch(), " != input batch ", input_ids.size(0));
+  const int64_t B = input_ids.size(0), L = cache.capacity();
+  cache.valid.index_fill_(1, slot, true);
+  // Every slot not yet written is invalid, so validity alone is causal for one new token.
+  auto mask = at::zeros({B, L}, at::TensorOptions().dtype(dtype()).device(device()))
+                  .masked_fill_(cache.valid.logical_not(), -1e9)
+                  .view({B, 1, 1, 1, L});
+  return layers_forward(input_ids, positions, mask, &cache, slot);
+}
+
+torch::Tensor Model::layers_forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
+                                    const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const {
   auto rope = rope_cos_sin(positions, config.n_rot(), config.rope_theta, dtype());
   auto h = at::embedding(embed_tokens, input_ids);  // [B, T, C]
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const auto& layer = layers[l];
     h = h + attention(layer, l, rms_norm(h, layer.input_layernorm, config.rms_norm_eps), rope,
-                      mask, cache);
+                      mask, cache, slot);
     auto x = rms_norm(h, layer.post_attention_layernorm, config.rms_norm_eps);
     const auto& m = layer.mlp;
     auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training)) *
                m.up_proj.forward(x, adapters_enabled, training);  // [B, T, inter]
     h = h + m.down_proj.forward(act, adapters_enabled, training);
   }
-  if (cache) cache->len = L;
   return rms_norm(h, norm, config.rms_norm_eps);  // [B, T, C]
 }
 
@@ -122,7 +157,7 @@ torch::Tensor Model::lm_logits(const torch::Tensor& hidden) const {
 
 torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
   auto ids = input_ids.dim() == 1 ? input_ids.unsqueeze(0) : input_ids;
-  auto pos = at::arange(ids.size(1), at::kLong).unsqueeze(0).expand({ids.size(0), ids.size(1)});
+  auto pos = at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device())).unsqueeze(0).expand({ids.size(0), ids.size(1)});
   return lm_logits(forward(ids, pos.contiguous()));
 }
 
@@ -195,6 +230,20 @@ void Model::to(torch::ScalarType dt) {
     if (lin->lora) {
       lin->lora->A = lin->lora->A.to(dt);
       lin->lora->B = lin->lora->B.to(dt);
+    }
+}
+
+void Model::to(torch::Device dev) {
+  auto move = [&](torch::Tensor& t) {
+    if (!t.defined() || t.device() == dev) return;
+    bool rg = t.requires_grad();
+    t = t.detach().to(dev).set_requires_grad(rg);
+  };
+  for (auto& nt : named_tensors()) move(*nt.tensor);
+  for (auto& [name, lin] : projections())
+    if (lin->lora) {
+      move(lin->lora->A);
+      move(lin->lora->B);
     }
 }
 

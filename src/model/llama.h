@@ -55,12 +55,19 @@ class Model {
 
   const torch::Tensor& output_weight() const { return lm_head.defined() ? lm_head : embed_tokens; }
   torch::ScalarType dtype() const { return embed_tokens.scalar_type(); }
+  torch::Device device() const { return embed_tokens.device(); }
 
   // input_ids [B, T] int64, positions [B, T] int64 -> final-normed hidden states [B, T, C].
   // cache: appends the T new tokens at slot cache->len (then advances it).
   // attn_mask [B, T] bool/int (true = real token, false = left padding); undefined = all real.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
                         KvCache* cache = nullptr, const torch::Tensor& attn_mask = {}) const;
+  // One decode step with fixed shapes and no host synchronisation, so that it can be captured
+  // as a CUDA graph and replayed: input_ids [B, 1], positions [B, 1], slot int64 [1] on the
+  // model's device (the cache slot every row writes; the caller advances it and cache.len).
+  // Attends over the cache's whole capacity, masked by `valid`. -> hidden states [B, 1, C].
+  torch::Tensor forward_static(const torch::Tensor& input_ids, const torch::Tensor& positions,
+                               KvCache& cache, const torch::Tensor& slot) const;
   // hidden [..., C] -> logits [..., V]
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
   // Convenience for tests and oracles: ids [B, T] (or [T]) at positions 0.. -> logits [B, T, V].
@@ -81,11 +88,16 @@ class Model {
   void set_requires_grad(bool on);
   // Converts every weight (and LoRA slot) to dtype.
   void to(torch::ScalarType dtype);
+  // Moves every weight and LoRA slot to device (keeping dtypes and requires_grad).
+  void to(torch::Device device);
 
  private:
+  // mask: additive [B, 1, 1, T, L] or undefined. slot defined: static-cache write (forward_static).
   torch::Tensor attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x,
                           const RopeCosSin& rope, const torch::Tensor& mask,
-                          KvCache* cache) const;
+                          KvCache* cache, const torch::Tensor& slot) const;
+  torch::Tensor layers_forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
+                               const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const;
 };
 
 // Left-padded positions: cumsum(mask) - 1, clamped at 0. mask [B, T] -> [B, T] int64.

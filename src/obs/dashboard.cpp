@@ -95,7 +95,7 @@ td.num, th.num { text-align: right; }
     <div class="card wide"><h2>Workers <small id="workers-note"></small></h2>
       <table id="workers"><thead><tr><th>worker</th><th>health</th><th class="num">last beat</th><th class="num">step</th>
         <th class="num">base v</th><th class="num">samples/s</th><th class="num">reward</th><th class="num">uploaded</th>
-        <th class="num">folded</th><th class="num">rejected</th><th class="num">staleness</th><th>host / last error</th></tr></thead>
+        <th class="num">folded</th><th class="num">rejected</th><th class="num">staleness</th><th>host / device / last error</th></tr></thead>
         <tbody></tbody></table></div>
     <div class="card wide"><h2>Rejected updates <small id="rejected-note"></small></h2>
       <table id="rejected"><thead><tr><th class="num">version</th><th>worker</th><th>update</th><th>reason</th></tr></thead>
@@ -267,7 +267,7 @@ function render(st) {
     <td class="num">${w.reward_mean !== undefined ? w.reward_mean.toFixed(3) : "–"}</td>
     <td class="num">${w.bytes_uploaded !== undefined ? fmtBytes(w.bytes_uploaded) : "–"}</td>
     <td class="num">${w.folded}</td><td class="num">${w.rejected}</td><td class="num">${w.staleness_mean.toFixed(2)}</td>
-    <td class="muted">${esc(w.host || "")}${w.last_error ? ` <span class="err">${esc(w.last_error)}</span>` : ""}</td></tr>`).join("");
+    <td class="muted">${esc(w.host || "")}${w.device ? ` · ${esc(w.device)}` : ""}${w.device_memory_bytes ? ` (${fmtBytes(w.device_memory_bytes)})` : ""}${w.last_error ? ` <span class="err">${esc(w.last_error)}</span>` : ""}</td></tr>`).join("");
   document.getElementById("workers-note").textContent = `${workers.length} seen · health from heartbeats`;
   const rej = (st.rejected || []).slice().reverse().slice(0, 50);
   document.querySelector("#rejected tbody").innerHTML = rej.length ? rej.map(r => `<tr data-update="${esc(r.worker + "/" + r.id)}">

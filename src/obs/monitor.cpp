@@ -156,6 +156,9 @@ std::string Monitor::metrics() const {
   for (auto& [name, w] : live_.workers) p.sample((now - w.beat.time_ms) / 1000.0, {{"worker", name}});
   p.family("bucketrl_worker_samples_per_second", "gauge", "worker throughput from its heartbeat");
   for (auto& [name, w] : live_.workers) p.sample(w.beat.samples_per_s, {{"worker", name}});
+  p.family("bucketrl_worker_device_memory_bytes", "gauge", "GPU memory the worker's allocator holds (0 on a CPU)");
+  for (auto& [name, w] : live_.workers)
+    if (!w.beat.device.empty()) p.sample(static_cast<double>(w.beat.device_memory_bytes), {{"worker", name}, {"device", w.beat.device}});
   p.family("bucketrl_worker_step", "gauge", "the worker's GRPO step");
   for (auto& [name, w] : live_.workers) p.sample(static_cast<double>(w.beat.step), {{"worker", name}});
   p.family("bucketrl_worker_updates_folded", "gauge", "the worker's updates folded into the versions in the proxy's history");

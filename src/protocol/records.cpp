@@ -121,7 +121,7 @@ nlohmann::json Heartbeat::to_json() const {
           {"step", step}, {"version", version}, {"updates", updates}, {"updates_rejected", updates_rejected},
           {"samples_per_s", samples_per_s},
           {"reward_mean", reward_mean}, {"accuracy", accuracy}, {"bytes_uploaded", bytes_uploaded},
-          {"last_error", last_error}};
+          {"device", device}, {"device_memory_bytes", device_memory_bytes}, {"last_error", last_error}};
 }
 
 Result<Heartbeat> Heartbeat::parse(std::string_view text, const std::string& label) {
@@ -139,6 +139,8 @@ Result<Heartbeat> Heartbeat::parse(std::string_view text, const std::string& lab
     h.reward_mean = j.value("reward_mean", 0.0);
     h.accuracy = j.value("accuracy", 0.0);
     h.bytes_uploaded = json_int(j, "bytes_uploaded", uint64_t{0});
+    h.device = j.value("device", "");
+    h.device_memory_bytes = json_int(j, "device_memory_bytes", uint64_t{0});
     h.last_error = j.value("last_error", "");
     return {};
   });

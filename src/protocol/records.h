@@ -76,6 +76,8 @@ struct Heartbeat {
   int64_t updates_rejected = 0;  // of its updates, those the proxy rejected (as the worker read them)
   double samples_per_s = 0, reward_mean = 0, accuracy = 0;
   uint64_t bytes_uploaded = 0;
+  std::string device;                // where it computes: "cuda:0 NVIDIA H200", "cpu (8 threads)"
+  uint64_t device_memory_bytes = 0;  // GPU memory its allocator holds (0 on a CPU)
   std::string last_error;
 
   nlohmann::json to_json() const;

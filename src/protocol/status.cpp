@@ -76,10 +76,11 @@ std::string format_status(const nlohmann::json& st) {
   }
   out += fmt::format("workers ({}):\n", st["workers"].size());
   for (auto& w : st["workers"])
-    out += fmt::format("  {:<16} {:<10} step {:<7} v{:<6} {:>7.1f} samples/s  reward {:.3f}  {} updates  beat {:.0f} s ago{}\n",
+    out += fmt::format("  {:<16} {:<10} step {:<7} v{:<6} {:>7.1f} samples/s  reward {:.3f}  {} updates  beat {:.0f} s ago{}{}\n",
                        w["worker"].get<std::string>(), w["health"].get<std::string>(), w["step"].get<int64_t>(),
                        w["version"].get<int64_t>(), w["samples_per_s"].get<double>(), w["reward_mean"].get<double>(),
                        w["updates"].get<int64_t>(), w["age_s"].get<double>(),
+                       w.value("device", "").empty() ? "" : "  on " + w["device"].get<std::string>(),
                        w["last_error"].get<std::string>().empty() ? "" : "  last error: " + w["last_error"].get<std::string>());
   if (!st["rejected"].empty()) {
     out += fmt::format("rejected updates ({} in the versions above):\n", st["rejected"].size());

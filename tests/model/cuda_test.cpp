@@ -1,17 +1,15 @@
 // The CUDA half of libtorch, where a GPU exists: the device list, and our linear (fast_linear,
 // the CPU path the model uses) against cuBLAS on the GPU in fp32. Without a GPU every test here
 // skips, saying so, and the executable reports Skipped (tests/test_main.cpp); CI allows that for
-// tests named *cuda* only (.ci/run). The model's own GPU path arrives with the GPU rollouts.
+// tests named *cuda* only (.ci/run). The model on the GPU: generate_cuda_test, trainer_cuda_test.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "../cuda_util.h"
 #include "model/device.h"
 #include "model/skinny_linear.h"
 
 using namespace brl::model;
-
-#define REQUIRE_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device here (" << describe_compute() << "): runs on a GPU machine"
 
 TEST(Cuda, DevicesListed) {
   REQUIRE_GPU();

@@ -55,6 +55,8 @@ obs::WorkerLive live_worker(const std::string& name, const std::string& health, 
   w.beat.time_ms = protocol::now_ms() - age_ms;
   w.beat.step = 42;
   w.beat.samples_per_s = 12.5;
+  w.beat.device = name == "w0" ? "cuda:0 NVIDIA H200" : "";
+  w.beat.device_memory_bytes = name == "w0" ? 3u << 30 : 0;
   w.health = health;
   return w;
 }
@@ -122,6 +124,8 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
   EXPECT_EQ(ws["w0"]["folded"], 2);
   EXPECT_EQ(ws["w0"]["health"], "alive");
   EXPECT_EQ(ws["w0"]["step"], 42);
+  EXPECT_EQ(ws["w0"]["device"], "cuda:0 NVIDIA H200");  // the heartbeat's, through /status
+  EXPECT_EQ(ws["w0"]["device_memory_bytes"], 3u << 30);
   EXPECT_NEAR(ws["w1"]["age_s"].get<double>(), 90, 5);
   EXPECT_EQ(ws["w1"]["health"], "lost");
   EXPECT_DOUBLE_EQ(ws["w1"]["staleness_mean"].get<double>(), 1.0);
@@ -134,7 +138,8 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
                            "bucketrl_updates_rejected_total{reason=\"stale\"} 1\n", "bucketrl_workers{state=\"alive\"} 1\n",
                            "bucketrl_workers{state=\"lost\"} 1\n", "bucketrl_workers{state=\"stopped\"} 0\n",
                            "bucketrl_bytes_in_total 0\n",  // v0..v2 were there before this proxy started
-                           "bucketrl_train_reward 0.7\n", "bucketrl_worker_updates_folded{worker=\"w0\"} 2\n"})
+                           "bucketrl_train_reward 0.7\n", "bucketrl_worker_updates_folded{worker=\"w0\"} 2\n",
+                           "bucketrl_worker_device_memory_bytes{worker=\"w0\",device=\"cuda:0 NVIDIA H200\"} 3221225472\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 
   // A new version appears: the reader picks it up, the counters count it.

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Run ON the GPU machine (the device tool), in one call: build what the GPU checks need, run
+# the GPU tests, then the benchmarks of issues 16 and 17 side by side with Hugging Face's
+# (transformers generate, PEFT) on that machine's torch, then a demo over a directory bucket
+# with GPU workers. Each step has its own time limit; a failed step does not stop the later
+# ones. $OUT gets all.log, build.log and the demo's logs (demo-logs.tgz). From here:
+#   run(command="scripts/gpu_check.sh", carry=[".cache/gpu-debs"], timeout_s=560)
+# GPU_CHECK_STEPS picks steps (default: all): build tests train gen hf_step hf_gen demo
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+PY=${BRL_PYTHON:-/opt/torch/.venv/bin/python3}
+STEPS=${GPU_CHECK_STEPS:-build tests train gen hf_step hf_gen demo}
+B=build-gpu
+export LD_LIBRARY_PATH=/tmp/brl-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+step() {  # step NAME SECONDS CMD...: runs CMD under a time limit, output to stdout and $OUT/all.log
+  local name=$1 secs=$2; shift 2
+  echo "=== $(date +%T) $name: $*"
+  local t0=$SECONDS
+  local log=$OUT/all.log
+  [[ $name == build ]] && log=$OUT/build.log
+  timeout -k 5 "$secs" "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/all.log"
+  return "$rc"
+}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$OUT/all.log"
+if has build; then
+  BRL_TARGETS="bucketrl cuda_test generate_cuda_test trainer_cuda_test generate_bench train_step_bench" \
+    step build 330 scripts/gpu_build.sh || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+step version 30 $B/bucketrl version
+if has tests; then
+  for t in cuda_test generate_cuda_test trainer_cuda_test; do step tests 120 $B/tests/$t; done
+fi
+SHAPE=(--shape qwen2.5-0.5b --device cuda --dtype bf16)
+if has train; then
+  step train 90 $B/train_step_bench "${SHAPE[@]}" --batch 8 --prompt 64 --completion 128 --repeats 5 --json
+  step train 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 5 --json
+fi
+if has gen; then
+  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3
+  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 3
+fi
+if has hf_step; then
+  step hf_step 90 "$PY" bench/hf_bench.py step --batch 8 --prompt 64 --completion 128 --repeats 5
+  step hf_step 90 "$PY" bench/hf_bench.py step --batch 64 --prompt 64 --completion 256 --repeats 5
+fi
+if has hf_gen; then
+  step hf_gen 90 "$PY" bench/hf_bench.py generate --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1
+fi
+if has demo; then
+  # The demo's recipe with two GPU workers and a GPU evaluator over a directory bucket; the
+  # base is pretrained on the CPU. Exit 0 = target reached and `bucketrl verify` ok.
+  step demo 170 $B/bucketrl demo --device cuda --workers 2 --time-limit 150 --out /tmp/brl-demo --http off
+  tar czf "$OUT/demo-logs.tgz" -C /tmp/brl-demo --exclude='*.safetensors' --exclude=bucket . 2>/dev/null || true
+fi
+if has hf_gen64; then
+  step hf_gen 60 "$PY" bench/hf_bench.py generate --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 1
+fi
+echo "=== $(date +%T) done"
