@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "generate/generate.h"
+#include "generate/sample_rows.h"
 #include "model/threads.h"
 #include "model/loader.h"
 #include "bench_util.h"
@@ -28,6 +29,37 @@
 using namespace brl;
 
 namespace {
+// Where an eager decode step of B rows goes: the decoder (forward_static over a cache of
+// `capacity` slots), the LM head, and sampling, each timed alone over 20 calls (synchronised).
+void step_breakdown(const model::Model& m, int64_t B, int64_t capacity) {
+  c10::InferenceMode guard;
+  const auto dev = at::TensorOptions().device(m.device());
+  auto cache = m.new_cache(B, capacity);
+  cache.valid.narrow(1, 0, capacity / 2).fill_(true);
+  auto tok = at::randint(0, m.config.vocab_size, {B, 1}, dev.dtype(at::kLong));
+  auto pos = at::full({B, 1}, capacity / 2, dev.dtype(at::kLong));
+  auto slot = at::full({1}, capacity / 2, dev.dtype(at::kLong));
+  auto u = at::rand({B}, dev.dtype(at::kDouble));
+  auto h = m.forward_static(tok, pos, cache, slot);
+  auto logits = m.lm_logits(h.select(1, 0)).to(at::kFloat);
+  auto sync = [&] { (void)logits.sum().item<double>(); };
+  auto time = [&](const char* what, const std::function<void()>& f) {
+    f();
+    sync();
+    std::vector<double> t;
+    for (int i = 0; i < 20; ++i) t.push_back(bench::seconds_of([&] {
+      f();
+      sync();
+    }));
+    std::printf("  %-34s %8.3f ms\n", what, 1e3 * bench::median(t));
+  };
+  std::printf("eager decode step of %lld rows over %lld cache slots:\n", (long long)B, (long long)capacity);
+  time("decoder (forward_static)", [&] { h = m.forward_static(tok, pos, cache, slot); });
+  time("LM head (to f32)", [&] { logits = m.lm_logits(h.select(1, 0)).to(at::kFloat); });
+  time("sample_rows (T = 1)", [&] { (void)gen::sample_rows(logits, u, {1.0, 0, 1.0}); });
+  time("sample_rows (T = 1, top_p 0.95)", [&] { (void)gen::sample_rows(logits, u, {1.0, 0, 0.95}); });
+}
+
 // generate() over P random prompts x G completions, every completion new_tokens long.
 int rollouts(model::Model& m, const std::string& device, const std::string& dtype, int64_t P, int64_t G,
              int64_t prompt, int64_t new_tokens, int64_t repeats) {
@@ -36,6 +68,7 @@ int rollouts(model::Model& m, const std::string& device, const std::string& dtyp
   auto ids = at::randint(0, m.config.vocab_size, {P, prompt}, at::kLong);
   for (int64_t p = 0; p < P; ++p)
     for (int64_t i = 0; i < prompt; ++i) prompts[p][i] = static_cast<int32_t>(ids[p][i].item<int64_t>());
+  step_breakdown(m, P * G, prompt + new_tokens);
   std::vector<bool> modes = device == "cuda" ? std::vector<bool>{true, false} : std::vector<bool>{false};
   std::printf("rollouts: device %s dtype %s prompts %lld x group %lld, prompt %lld + new %lld tokens, repeats %lld\n",
               device.c_str(), dtype.c_str(), (long long)P, (long long)G, (long long)prompt, (long long)new_tokens,
@@ -90,7 +123,7 @@ int main(int argc, char** argv) {
   auto dt = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   std::fprintf(stderr, "building random %s (%.0fM params, %s)...\n", shape.c_str(),
                cfg.num_parameters() / 1e6, dtype.c_str());
-  auto m = model::random_model(cfg, 1, 0.02, dt);
+  auto m = model::random_model(cfg, 1, 0.02, dt, device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU));
   if (device == "cuda" && prompts == 0) prompts = 8;
   if (prompts > 0) return rollouts(m, device, dtype, prompts, group, prompt, new_tokens, repeats);
   c10::InferenceMode guard;

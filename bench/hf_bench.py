@@ -31,12 +31,17 @@ SHAPES = {
                   intermediate_size=1408, vocab_size=151936),
     "qwen2.5-0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          intermediate_size=4864, vocab_size=151936),
+    "qwen2.5-1.5b": dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+                         intermediate_size=8960, vocab_size=151936),
+    "qwen2.5-7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                       intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False),
 }
 
 
 def build(shape, dtype, device):
-    cfg = transformers.Qwen2Config(**SHAPES[shape], tie_word_embeddings=True, rope_theta=1e6, rms_norm_eps=1e-6,
-                                   max_position_embeddings=32768, torch_dtype=dtype)
+    kw = dict(tie_word_embeddings=True, rope_theta=1e6, rms_norm_eps=1e-6, max_position_embeddings=32768)
+    kw.update(SHAPES[shape])
+    cfg = transformers.Qwen2Config(**kw, torch_dtype=dtype)
     torch.manual_seed(1)
     with torch.device(device):
         m = transformers.Qwen2ForCausalLM(cfg).to(dtype)

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
 
   std::fprintf(stderr, "building random %s (%.0fM params), LoRA r=%lld on all linear modules...\n", shape.c_str(),
                cfg.num_parameters() / 1e6, static_cast<long long>(r));
-  auto m = model::random_model(cfg, 1, 0.02, dt);
+  auto m = model::random_model(cfg, 1, 0.02, dt, dev);
   LoraConfig lc;
   lc.r = static_cast<int>(r);
   lc.lora_alpha = 2.0 * static_cast<double>(r);

@@ -5,7 +5,8 @@
 # with GPU workers. Each step has its own time limit; a failed step does not stop the later
 # ones. $OUT gets all.log, build.log and the demo's logs (demo-logs.tgz). From here:
 #   run(command="scripts/gpu_check.sh", carry=[".cache/gpu-debs"], timeout_s=560)
-# GPU_CHECK_STEPS picks steps (default: all): build tests train gen hf_step hf_gen demo
+# GPU_CHECK_STEPS picks steps (default: build tests train gen hf_step hf_gen demo; also big (1.5B
+# and 7B shapes), nsys, hf_gen64)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
@@ -57,6 +58,22 @@ if has demo; then
   # base is pretrained on the CPU. Exit 0 = target reached and `bucketrl verify` ok.
   step demo 170 $B/bucketrl demo --device cuda --workers 2 --time-limit 150 --out /tmp/brl-demo --http off
   tar czf "$OUT/demo-logs.tgz" -C /tmp/brl-demo --exclude='*.safetensors' --exclude=bucket . 2>/dev/null || true
+fi
+if has big; then
+  # Issue 16/17's larger shapes, ours and Hugging Face's (weights drawn on the GPU).
+  for shape in qwen2.5-1.5b qwen2.5-7b; do
+    S=(--shape $shape --device cuda --dtype bf16)
+    step big 150 $B/generate_bench "${S[@]}" --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 2
+    step big 120 $B/train_step_bench "${S[@]}" --batch 8 --prompt 64 --completion 128 --repeats 3 --json
+    step big 120 $B/train_step_bench "${S[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json
+    step big 120 "$PY" bench/hf_bench.py step --shape $shape --batch 8 --prompt 64 --completion 128 --repeats 3
+    step big 120 "$PY" bench/hf_bench.py step --shape $shape --batch 64 --prompt 64 --completion 256 --repeats 3
+    step big 150 "$PY" bench/hf_bench.py generate --shape $shape --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1
+  done
+fi
+if has nsys && command -v nsys >/dev/null; then
+  # Kernel time by kernel, for the two places below the goals (the step vs PEFT, decode vs bandwidth).
+  step nsys 120 nsys profile -o /tmp/step --force-overwrite true --stats=true $B/train_step_bench "${SHAPE[@]}" --batch 8 --prompt 64 --completion 128 --repeats 3
 fi
 if has hf_gen64; then
   step hf_gen 60 "$PY" bench/hf_bench.py generate --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 1

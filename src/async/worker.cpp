@@ -271,7 +271,9 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     std::string obj = protocol::encode_update(h, payload, key ? &*key : nullptr);
     store::PutOptions once;
     once.create_only = true;
+    const auto tu = Clock::now();
     Status st = store->put(protocol::update_key(id, h.id), obj, once);
+    const double upload_s = since(tu);
     if (!st) {
       // The progress stays in the model: the next sync's delta includes it.
       ++sum.failed_uploads;
@@ -287,8 +289,8 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     anchor = std::move(cur);
     ++sum.updates;
     sum.bytes_uploaded += obj.size();
-    LOG_INFO("worker {}: uploaded {} (base v{}, {} steps, {} samples, reward {:.3f}, {} bytes {})", id, h.id, version,
-             h.steps, h.samples, h.reward_mean, obj.size(), h.codec);
+    LOG_INFO("worker {}: uploaded {} (base v{}, {} steps, {} samples, reward {:.3f}, {} bytes {} in {:.3f} s)", id, h.id,
+             version, h.steps, h.samples, h.reward_mean, obj.size(), h.codec, upload_s);
     win = Window{};
     flush_logs();
     if (cfg.sync.mode == "sync") wait_for_version(version);
@@ -326,7 +328,9 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     log_lines += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id}, {"step", sum.steps},
                                 {"version", version}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
                                 {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl},
-                                {"completion_length", s.completion_length}, {"seconds", step_s}}
+                                {"completion_length", s.completion_length}, {"seconds", step_s},
+                                {"gen_seconds", s.gen_seconds}, {"score_seconds", s.score_seconds},
+                                {"train_seconds", s.train_seconds}}
                      .dump() +
                  "\n";
     double rate = samples_total / std::max(1e-9, since(train_start));

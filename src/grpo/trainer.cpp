@@ -258,6 +258,7 @@ StepStats GrpoTrainer::step() {
   go.seed = static_cast<uint64_t>(cfg_.seed) * 1000003ULL + static_cast<uint64_t>(step_) * 7919ULL + shard_;
   auto comps = gen::generate(m_, prompts, go);
   st.gen_seconds = seconds_since(t0);
+  const auto ts = Clock::now();
   // 3. Rewards and group-relative advantages.
   std::vector<const tasks::Example*> ex;
   std::vector<std::string> texts;
@@ -280,6 +281,7 @@ StepStats GrpoTrainer::step() {
   for (auto& c : comps) st.tokens += static_cast<int64_t>(c.tokens.size());
   st.completion_length = static_cast<double>(st.tokens) / std::max<size_t>(1, comps.size());
 
+  st.score_seconds = seconds_since(ts);
   // 5-6. Reference pass and the optimizer passes.
   auto t1 = Clock::now();
   const double lr = current_lr();

@@ -28,7 +28,7 @@ struct StepStats {
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0, lr = 0;
   double completion_length = 0;
   int64_t samples = 0, tokens = 0;
-  double gen_seconds = 0, train_seconds = 0;
+  double gen_seconds = 0, score_seconds = 0, train_seconds = 0;  // score: rewards, advantages, the batch
 };
 
 struct EvalResult {

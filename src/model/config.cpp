@@ -182,6 +182,13 @@ ModelConfig named_shape(const std::string& name) {
   if (name == "qwen2.5-0.5b") {
     c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14;
     c.num_key_value_heads = 2, c.intermediate_size = 4864;
+  } else if (name == "qwen2.5-1.5b") {
+    c.hidden_size = 1536, c.num_hidden_layers = 28, c.num_attention_heads = 12;
+    c.num_key_value_heads = 2, c.intermediate_size = 8960;
+  } else if (name == "qwen2.5-7b") {
+    c.hidden_size = 3584, c.num_hidden_layers = 28, c.num_attention_heads = 28;
+    c.num_key_value_heads = 4, c.intermediate_size = 18944, c.vocab_size = 152064;
+    c.tie_word_embeddings = false;
   } else if (name == "small") {
     c.hidden_size = 512, c.num_hidden_layers = 8, c.num_attention_heads = 8;
     c.num_key_value_heads = 2, c.intermediate_size = 1408;
@@ -198,6 +205,6 @@ ModelConfig named_shape(const std::string& name) {
   return c;
 }
 
-std::vector<std::string> named_shapes() { return {"qwen2.5-0.5b", "small", "tiny"}; }
+std::vector<std::string> named_shapes() { return {"qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "small", "tiny"}; }
 
 }  // namespace brl::model

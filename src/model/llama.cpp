@@ -61,12 +61,17 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
   const int64_t L = K.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   if (x.is_cuda() && T > 1) {
-    // Prefill and training on the GPU: ATen's fused attention (memory-efficient kernel, which
-    // takes an additive mask but not grouped K/V, so K/V are expanded to every query head).
-    auto Ke = G > 1 ? K.repeat_interleave(G, 1) : K, Ve = G > 1 ? V.repeat_interleave(G, 1) : V;
-    std::optional<at::Tensor> m;
-    if (mask.defined()) m = mask.view({B, 1, T, L});
-    auto out = at::scaled_dot_product_attention(q.transpose(1, 2), Ke, Ve, m, 0.0, false, scale);  // [B, H, T, D]
+    // Prefill and training on the GPU: ATen's fused attention. Causal alone (no mask: see
+    // forward) takes the flash kernel, which groups K/V itself; with padding, the
+    // memory-efficient kernel takes the additive mask but not grouped K/V, so they are
+    // expanded to every query head.
+    at::Tensor out;  // [B, H, T, D]
+    if (!mask.defined()) {
+      out = at::scaled_dot_product_attention(q.transpose(1, 2), K, V, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/true);
+    } else {
+      auto Ke = G > 1 ? K.repeat_interleave(G, 1) : K, Ve = G > 1 ? V.repeat_interleave(G, 1) : V;
+      out = at::scaled_dot_product_attention(q.transpose(1, 2), Ke, Ve, mask.view({B, 1, T, L}), 0.0, false, scale);
+    }
     return a.o_proj.forward(out.transpose(1, 2).reshape({B, T, H * D}), adapters_enabled, training);
   }
   auto qg = q.view({B, T, Hkv, G, D}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, D});
@@ -104,7 +109,10 @@ torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor
   const bool need_causal = T > 1;
   const bool need_pad = key_valid.defined() && !key_valid.all().item<bool>();
   const auto dev = at::TensorOptions().device(device());
-  if (need_causal || need_pad) {
+  // On the GPU a causal mask with nothing else to hide (no padding, no cached prefix) is left
+  // to the fused kernel's is_causal (attention).
+  const bool causal_in_kernel = input_ids.is_cuda() && need_causal && !need_pad && off == 0;
+  if ((need_causal || need_pad) && !causal_in_kernel) {
     auto allowed = at::ones({B, T, L}, dev.dtype(at::kBool));
     if (need_causal) {
       auto qi = at::arange(off, L, dev.dtype(at::kLong)).unsqueeze(1);  // [T, 1]

@@ -130,13 +130,15 @@ void save_model(Model& model, const std::string& dir, torch::ScalarType save_dty
   write_file((fs::path(dir) / "config.json").string(), cfg.to_json().dump(2) + "\n");
 }
 
-Model random_model(const ModelConfig& cfg, uint64_t seed, double init_std, torch::ScalarType dtype) {
+Model random_model(const ModelConfig& cfg, uint64_t seed, double init_std, torch::ScalarType dtype,
+                   torch::Device device) {
   Model m(cfg);
   auto gen = at::detail::createCPUGenerator(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
+  if (device.is_cuda()) at::manual_seed(seed);  // the device's default generator
   for (auto& nt : m.named_tensors()) {
     const bool is_norm = nt.name.find("norm") != std::string::npos;
-    auto t = at::randn(nt.shape, gen, opts);
+    auto t = device.is_cuda() ? at::randn(nt.shape, opts.device(device)) : at::randn(nt.shape, gen, opts);
     t = is_norm ? 1.0 + 0.1 * t : init_std * t;
     *nt.tensor = t.to(dtype);
   }

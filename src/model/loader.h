@@ -26,8 +26,10 @@ void save_model(Model& model, const std::string& dir,
                 torch::ScalarType save_dtype = torch::ScalarType::Undefined);
 
 // Weights ~ N(0, init_std), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, init_std); seeded.
+// On a CUDA device the weights are drawn there (seeded, but other values than the CPU's):
+// benchmarks of 7B shapes would otherwise spend minutes drawing them on the CPU.
 Model random_model(const ModelConfig& cfg, uint64_t seed, double init_std = 0.02,
-                   torch::ScalarType dtype = torch::kFloat);
+                   torch::ScalarType dtype = torch::kFloat, torch::Device device = torch::kCPU);
 void write_random_checkpoint(const ModelConfig& cfg, uint64_t seed, const std::string& dir,
                              torch::ScalarType save_dtype = torch::kFloat, double init_std = 0.02);
 
