@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/model_load.h"
+#include "model/model_load.h"
 #include "generate/generate.h"
 #include "lora/lora.h"
 #include "model/loader.h"
@@ -25,7 +25,7 @@ struct Args {
 int run(const Args& a) {
   brl::cli::init_compute();
   auto tok = brl::tok::Tokenizer::from_dir(a.model_dir);
-  auto model = brl::cli::load_model_on(a.model_dir, a.device, a.dtype);
+  auto model = brl::model::load_model_on(a.model_dir, a.device, a.dtype);
   if (!a.adapter_dir.empty()) brl::lora::load_peft(model, a.adapter_dir);  // attaches it (PEFT config) and loads it
 
   auto opts = a.gen;

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "cli/model_load.h"
+#include "model/model_load.h"
 #include "config/run_config.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
@@ -65,7 +65,7 @@ cli::Register eval_reg("eval", "held-out accuracy and mean reward of a model (+ 
   app.add_option("--device", device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->capture_default_str();
   return [] {
     cli::init_compute();
-    auto m = cli::load_model_on(model_dir, device);
+    auto m = model::load_model_on(model_dir, device);
     auto tk = tok::Tokenizer::from_dir(model_dir);
     if (!adapter.empty()) lora::load_peft(m, adapter);
     tasks::TaskOptions to;

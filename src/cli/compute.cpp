@@ -5,9 +5,6 @@
 #include <atomic>
 
 #include "cli/command.h"
-#include "cli/model_load.h"
-#include "model/device.h"
-#include "model/loader.h"
 #include "model/threads.h"
 #include "util/log.h"
 
@@ -16,16 +13,6 @@ namespace brl::cli {
 void init_compute(int threads) {
   int n = model::set_compute_threads(threads);
   LOG_DEBUG("compute: {} threads, OpenMP wait policy {}", n, model::omp_wait_policy());
-}
-
-model::Model load_model_on(const std::string& dir, const std::string& device, const std::string& dtype) {
-  const auto dev = model::resolve_device(device);
-  model::LoadOptions lo;
-  lo.dtype = model::resolve_dtype(dtype, dev);
-  auto m = model::load_model(dir, lo);
-  m.to(dev);
-  LOG_INFO("model on {} in {}", dev.str(), c10::toString(m.dtype()));
-  return m;
 }
 
 namespace {

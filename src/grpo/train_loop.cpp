@@ -7,7 +7,7 @@
 
 #include "grpo/trainer.h"
 #include "lora/lora.h"
-#include "model/device.h"
+#include "model/model_load.h"
 #include "model/loader.h"
 #include "model/tensor_io.h"
 #include "tasks/task.h"
@@ -35,13 +35,9 @@ std::string latest_checkpoint(const std::string& out) {
 
 Session open_session(const RunConfig& cfg) {
   if (cfg.model.path.empty()) throw UserError("no base model: set [model] path or --set model.path=DIR");
-  const auto device = model::resolve_device(cfg.model.device);
-  model::LoadOptions lo;
-  lo.dtype = model::resolve_dtype(cfg.model.dtype, device);
-  Session s{model::load_model(cfg.model.path, lo), tok::Tokenizer::from_dir(cfg.model.path), tasks::make_task(cfg.task), {}};
-  s.model.to(device);
+  Session s{model::load_model_on(cfg.model.path, cfg.model.device, cfg.model.dtype), tok::Tokenizer::from_dir(cfg.model.path),
+            tasks::make_task(cfg.task), {}};
   lora::attach(s.model, cfg.lora);  // on the model's device; f32 over a bf16 base
-  LOG_INFO("model on {} in {}", device.str(), c10::toString(s.model.dtype()));
   for (auto& r : s.task->rewards) s.reward_weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
   return s;
 }
