@@ -37,14 +37,16 @@ void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
     if (!bytes) return;  // collected already: a newer one exists
     assign(ses.model, protocol::decode_adapter(*bytes, m->payload_key).value(), m->payload_key);
     auto ev = grpo::evaluate(ses.model, ses.tokenizer, *ses.task, cfg.train.eval_max_examples,
-                             cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0);
-    protocol::EvalRecord r{*nv, ev.n, protocol::now_ms(), ev.accuracy, ev.reward_mean};
+                             cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0,
+                             grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
+    protocol::EvalRecord r{*nv, ev.n, protocol::now_ms(), ev.accuracy, ev.reward_mean, ev.k, ev.pass_at_1, ev.pass_at_k};
     if (Status st = store->put(protocol::eval_key(*nv), r.to_json().dump()); !st) {
       LOG_WARN("evaluator: cannot write {}: {}", protocol::eval_key(*nv), st.to_string());
       return;
     }
     done = *nv;
-    LOG_INFO("evaluator: v{}: held-out accuracy {:.3f}, reward {:.3f} (n={})", *nv, ev.accuracy, ev.reward_mean, ev.n);
+    LOG_INFO("evaluator: v{}: held-out accuracy {:.3f}, reward {:.3f}{} (n={})", *nv, ev.accuracy, ev.reward_mean,
+             ev.k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", ev.pass_at_1, ev.k, ev.pass_at_k) : "", ev.n);
   };
   auto last_eval = std::chrono::steady_clock::now() - std::chrono::hours(1);
   while (!stop.load()) {

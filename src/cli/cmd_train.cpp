@@ -48,37 +48,58 @@ cli::Register train_reg("train", "GRPO + LoRA training in one process (no bucket
   };
 });
 
-cli::Register eval_reg("eval", "held-out accuracy and mean reward of a model (+ adapter) on a task", [](CLI::App& app) {
-  static std::string model_dir, adapter, task_name = "arithmetic", dataset;
-  static int max_examples = 200, max_new = 16;
+cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a model (+ adapter) on a task",
+                       [](CLI::App& app) {
+  static std::string config, model_dir, adapter, task_name, dataset, device = "auto";
+  static std::vector<std::string> sets;
+  static int max_examples = 200, max_new = 16, pass_k = -1;
   static double temperature = 0.0;
   static bool json = false;
-  app.add_option("--model", model_dir, "HF model folder")->required();
+  app.add_option("--config", config, "run.toml: its [model] path, [task] and [grpo] sampling (flags below win)");
+  app.add_option("--set", sets, "override a config key: section.key=value (repeatable)");
+  auto* model_opt = app.add_option("--model", model_dir, "HF model folder (default: the config's model.path)");
   app.add_option("--adapter", adapter, "PEFT adapter folder");
-  app.add_option("--task", task_name, "arithmetic | countdown | jsonl");
+  auto* task_opt = app.add_option("--task", task_name, "arithmetic | countdown | jsonl (default: the config's, else arithmetic)");
   app.add_option("--dataset", dataset, "jsonl: the held-out file");
-  app.add_option("--max-examples", max_examples, "held-out examples");
-  app.add_option("--max-new-tokens", max_new, "tokens per answer");
-  app.add_option("--temperature", temperature, "0 = greedy");
+  auto* n_opt = app.add_option("--max-examples", max_examples, "held-out examples")->capture_default_str();
+  auto* new_opt = app.add_option("--max-new-tokens", max_new,
+                                 "tokens per answer (default: the config's grpo.max_completion_length, else 16)");
+  auto* t_opt = app.add_option("--temperature", temperature, "of the one answer per prompt that accuracy scores; 0 = greedy")
+                    ->capture_default_str();
+  auto* k_opt = app.add_option("--pass-k", pass_k,
+                               "answers sampled per prompt (at grpo.temperature, top_k, top_p) for pass@1 and pass@k: "
+                               "-1 = grpo.num_generations, 0 = off")
+                    ->capture_default_str();
   app.add_flag("--json", json, "print JSON");
-  static std::string device = "auto";
   app.add_option("--device", device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->capture_default_str();
-  return [] {
+  return [=] {
+    RunConfig cfg = config.empty() ? RunConfig() : RunConfig::from_toml_file(config);
+    cfg.apply_overrides(sets);
+    if (model_opt->count()) cfg.model.path = model_dir;
+    if (task_opt->count()) cfg.task.name = task_name;
+    if (!dataset.empty()) cfg.task.dataset_path = cfg.task.eval_path = dataset;
+    if (n_opt->count() || config.empty()) cfg.train.eval_max_examples = max_examples;
+    if (new_opt->count() || config.empty()) cfg.grpo.max_completion_length = max_new;
+    if (t_opt->count()) cfg.train.eval_temperature = temperature;
+    if (k_opt->count() || config.empty()) cfg.train.eval_pass_k = pass_k;
+    if (cfg.model.path.empty()) throw UserError("eval: no model", "pass --model DIR, or --config with [model] path");
+    cfg.validate();
     cli::init_compute();
-    auto m = model::load_model_on(model_dir, device);
-    auto tk = tok::Tokenizer::from_dir(model_dir);
+    auto m = model::load_model_on(cfg.model.path, device);
+    auto tk = tok::Tokenizer::from_dir(cfg.model.path);
     if (!adapter.empty()) lora::load_peft(m, adapter);
-    tasks::TaskOptions to;
-    to.name = task_name;
-    to.dataset_path = dataset;
-    to.eval_path = dataset;
-    auto task = tasks::make_task(to);
-    auto ev = grpo::evaluate(m, tk, *task, max_examples, max_new, temperature, 0);
-    if (json)
-      std::printf("%s\n", nlohmann::json{{"task", task_name}, {"n", ev.n}, {"accuracy", ev.accuracy}, {"reward_mean", ev.reward_mean}}.dump().c_str());
-    else
-      std::printf("task %s: held-out accuracy %.4f, mean reward %.4f over %lld examples\n", task_name.c_str(), ev.accuracy,
-                  ev.reward_mean, static_cast<long long>(ev.n));
+    auto task = tasks::make_task(cfg.task);
+    auto ev = grpo::evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length,
+                             cfg.train.eval_temperature, 0, grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
+    if (json) {
+      nlohmann::json j{{"task", cfg.task.name}, {"n", ev.n}, {"accuracy", ev.accuracy}, {"reward_mean", ev.reward_mean}};
+      if (ev.k) j["k"] = ev.k, j["pass_at_1"] = ev.pass_at_1, j["pass_at_k"] = ev.pass_at_k;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("task %s: held-out accuracy %.4f, mean reward %.4f", cfg.task.name.c_str(), ev.accuracy, ev.reward_mean);
+      if (ev.k) std::printf(", pass@1 %.4f, pass@%lld %.4f", ev.pass_at_1, static_cast<long long>(ev.k), ev.pass_at_k);
+      std::printf(" over %lld examples\n", static_cast<long long>(ev.n));
+    }
     return 0;
   };
 });

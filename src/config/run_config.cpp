@@ -62,6 +62,9 @@ ConfigTable train_table(TrainConfig& c) {
       .add("logging_steps", &c.logging_steps, "log every N steps")
       .add("eval_max_examples", &c.eval_max_examples, "held-out examples per evaluation")
       .add("eval_temperature", &c.eval_temperature, "0 = greedy")
+      .add("eval_pass_k", &c.eval_pass_k,
+           "the evaluator's pass@1 and pass@k from k answers sampled per held-out prompt as the rollouts "
+           "sample: -1 = k is grpo.num_generations, 0 = off")
       .add("threads", &c.threads, "compute threads, 0 = all cores");
   return t;
 }
@@ -148,6 +151,9 @@ void RunConfig::validate() const {
   one_of("dtype", model.dtype, {"auto", "float32", "f32", "bfloat16", "bf16"}, "use auto, float32 or bfloat16");
   if (model.device.rfind("cuda:", 0) != 0)
     one_of("device", model.device, {"auto", "cpu", "cuda"}, "use auto, cpu, cuda or cuda:N");
+  if (train.eval_pass_k < -1)
+    throw UserError("train.eval_pass_k = " + std::to_string(train.eval_pass_k) + " is not valid",
+                    "use -1 (k = grpo.num_generations), 0 (off) or k >= 1");
   lora.validate();
   grpo.validate();
   sync.validate();

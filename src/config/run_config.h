@@ -29,6 +29,7 @@ struct TrainConfig {
   int logging_steps = 1;
   int eval_max_examples = 200;
   double eval_temperature = 0.0;  // greedy
+  int eval_pass_k = -1;           // the evaluator's pass@k samples per prompt: -1 = num_generations, 0 = off
   int threads = 0;                // 0 = all cores
 };
 

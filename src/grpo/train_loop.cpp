@@ -68,9 +68,13 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   }
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
   auto eval_now = [&](int64_t step) {
-    auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0);
-    LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f} (n={})", step, ev.accuracy, ev.reward_mean, ev.n);
-    metrics << nlohmann::json{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}}.dump() << "\n";
+    auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature,
+                       0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
+    LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f}{} (n={})", step, ev.accuracy, ev.reward_mean,
+             ev.k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", ev.pass_at_1, ev.k, ev.pass_at_k) : "", ev.n);
+    nlohmann::json line{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}};
+    if (ev.k) line["eval_pass_at_1"] = ev.pass_at_1, line["eval_pass_at_k"] = ev.pass_at_k, line["eval_k"] = ev.k;
+    metrics << line.dump() << "\n";
     if (!metrics.flush())
       throw UserError("cannot append to " + (fs::path(out) / "metrics.jsonl").string(), "check free space and permissions");
     return ev.accuracy;

@@ -53,34 +53,77 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
   return total;
 }
 
+PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k) {
+  PassAtKOptions p;
+  p.k = eval_pass_k < 0 ? g.num_generations : eval_pass_k;
+  p.temperature = g.temperature;
+  p.top_k = g.top_k;
+  p.top_p = g.top_p;
+  p.seed = static_cast<uint64_t>(g.seed);
+  return p;
+}
+
+double pass_at_k(int64_t n, int64_t c, int64_t k) {
+  if (n - c < k) return 1.0;
+  // C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i), the numerically stable form.
+  double fail = 1.0;
+  for (int64_t i = n - c + 1; i <= n; ++i) fail *= 1.0 - static_cast<double>(k) / static_cast<double>(i);
+  return 1.0 - fail;
+}
+
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
-                    int max_new_tokens, double temperature, uint64_t seed) {
+                    int max_new_tokens, double temperature, uint64_t seed, const PassAtKOptions& pass) {
   const auto& set = task.eval_set();
   size_t n = std::min(set.size(), static_cast<size_t>(std::max(0, max_examples)));
   EvalResult r;
-  const size_t kBatch = 64;
-  double acc = 0, rew = 0;
-  for (size_t b = 0; b < n; b += kBatch) {
+  // Scores `samples` answers to each of set[b, e): the correctness and combined reward of each.
+  auto answers = [&](size_t b, size_t e, gen::GenerateOptions o, std::vector<double>* first) {
     std::vector<std::vector<int32_t>> prompts;
     std::vector<const tasks::Example*> ex;
-    for (size_t i = b; i < std::min(n, b + kBatch); ++i) {
+    for (size_t i = b; i < e; ++i) {
       prompts.push_back(encode_prompt(tk, set[i].prompt, 1 << 20));
-      ex.push_back(&set[i]);
+      for (int64_t s = 0; s < o.num_generations; ++s) ex.push_back(&set[i]);
     }
-    gen::GenerateOptions o;
     o.max_new_tokens = max_new_tokens;
-    o.temperature = temperature;
     o.stop_token_ids = stop_ids(tk);
-    o.seed = seed;
     auto comps = gen::generate(m, prompts, o);
     std::vector<std::string> texts;
     for (auto& c : comps) texts.push_back(completion_text(tk, c.tokens));
+    return combined_rewards(task, {}, ex, texts, first);
+  };
+  const size_t kBatch = 64;
+  double acc = 0, rew = 0;
+  for (size_t b = 0; b < n; b += kBatch) {
+    gen::GenerateOptions o;
+    o.temperature = temperature;
+    o.seed = seed;
     std::vector<double> first;
-    auto total = combined_rewards(task, {}, ex, texts, &first);
-    for (size_t i = 0; i < texts.size(); ++i) acc += first[i], rew += total[i];
+    auto total = answers(b, std::min(n, b + kBatch), o, &first);
+    for (size_t i = 0; i < total.size(); ++i) acc += first[i], rew += total[i];
   }
   r.n = static_cast<int64_t>(n);
   if (n) r.accuracy = acc / n, r.reward_mean = rew / n;
+  if (pass.k <= 0 || n == 0) return r;
+  // Sampled as the rollouts are; prompts per batch so that a batch stays ~kBatch answers.
+  const size_t per = std::max<size_t>(1, kBatch / static_cast<size_t>(pass.k));
+  double p1 = 0, pk = 0;
+  for (size_t b = 0; b < n; b += per) {
+    gen::GenerateOptions o;
+    o.num_generations = pass.k;
+    o.temperature = pass.temperature;
+    o.top_k = pass.top_k;
+    o.top_p = pass.top_p;
+    o.seed = pass.seed * 1000003ULL + b;  // streams are per (seed, prompt in batch, sample)
+    std::vector<double> first;
+    answers(b, std::min(n, b + per), o, &first);
+    for (size_t i = 0; i * pass.k < first.size(); ++i) {
+      int64_t c = 0;
+      for (int64_t s = 0; s < pass.k; ++s) c += first[i * pass.k + s] >= 1.0;
+      p1 += pass_at_k(pass.k, c, 1), pk += pass_at_k(pass.k, c, pass.k);
+    }
+  }
+  r.k = pass.k;
+  r.pass_at_1 = p1 / n, r.pass_at_k = pk / n;
   return r;
 }
 

@@ -33,8 +33,28 @@ struct StepStats {
 
 struct EvalResult {
   int64_t n = 0;
-  double accuracy = 0, reward_mean = 0;
+  double accuracy = 0, reward_mean = 0;  // of one answer per prompt (greedy by default)
+  // pass@1 and pass@k from k answers sampled per prompt (k = 0: not measured). An answer
+  // passes when its correctness reward (the task's first) is full, >= 1.
+  int64_t k = 0;
+  double pass_at_1 = 0, pass_at_k = 0;
 };
+
+// The sampling that pass@k measures: as the rollouts sample (GRPO's temperature, top-k,
+// top-p), k = num_generations unless set.
+struct PassAtKOptions {
+  int64_t k = 0;  // 0: off
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+};
+// train.eval_pass_k: -1 = G (num_generations), 0 = off, else k.
+PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k);
+
+// The unbiased estimator of pass@k from n samples of which c passed (Chen et al. 2021,
+// "Evaluating Large Language Models Trained on Code"): 1 - C(n-c, k) / C(n, k).
+double pass_at_k(int64_t n, int64_t c, int64_t k);
 
 // Text completion of a generated token list: stop tokens removed, decoded.
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
@@ -45,9 +65,10 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
                                      const std::vector<const tasks::Example*>& ex,
                                      const std::vector<std::string>& completions, std::vector<double>* first);
 
-// Greedy (or sampled) evaluation on the task's held-out prompts.
+// Greedy (or sampled) evaluation on the task's held-out prompts, and pass@k when pass.k > 0.
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
-                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0);
+                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0,
+                    const PassAtKOptions& pass = {});
 
 // One sampled and scored GRPO batch, ready to train on: prompts left-padded to prompt_len,
 // completions right-padded to completion_len.

@@ -82,7 +82,7 @@ td.num, th.num { text-align: right; }
     <div class="card"><h2>Train reward over time <small>mean of the folded updates, ±1 std band</small></h2>
       <svg class="chart" id="chart-reward-time" viewBox="0 0 640 250"></svg></div>
     <div class="card"><h2>Reward per global version <small>train mean ± std, held-out accuracy</small></h2>
-      <div class="legend"><span><i style="background:var(--accent)"></i>train reward</span><span><i style="background:var(--accent2)"></i>held-out accuracy</span></div>
+      <div class="legend"><span><i style="background:var(--accent)"></i>train reward</span><span><i style="background:var(--accent2)"></i>held-out accuracy</span><span><i style="background:#e3b341"></i>held-out pass@1 (sampled)</span></div>
       <svg class="chart" id="chart-reward-version" viewBox="0 0 640 232"></svg></div>
     <div class="card"><h2>Contribution per worker <small>updates folded, rejected, mean staleness</small></h2>
       <svg class="chart" id="chart-workers" viewBox="0 0 640 250"></svg></div>
@@ -219,7 +219,8 @@ function render(st) {
   document.getElementById("kpi-reward-sub").textContent = last ? `± ${last.reward_std.toFixed(3)} across ${last.updates} updates` : "";
   const le = evals[evals.length - 1];
   document.getElementById("kpi-eval").textContent = le ? le.accuracy.toFixed(3) : "–";
-  document.getElementById("kpi-eval-sub").textContent = le ? `v${le.version}, ${le.n} prompts` : "no evaluator";
+  document.getElementById("kpi-eval-sub").textContent = !le ? "no evaluator" :
+    `v${le.version}, ${le.n} prompts` + (le.k ? ` · pass@1 ${le.pass_at_1.toFixed(3)} · pass@${le.k} ${le.pass_at_k.toFixed(3)}` : "");
   const alive = workers.filter(w => w.health === "alive").length;
   document.getElementById("kpi-workers").textContent = `${alive} / ${workers.length}`;
   const bad = ["straggling", "lost", "stopped"].map(s => [s, workers.filter(w => w.health === s).length]).filter(x => x[1]);
@@ -243,7 +244,8 @@ function render(st) {
   xyChart(document.getElementById("chart-reward-version"),
     [{name: "reward", color: "#4cc2ff", points: trained.map(v => [v.version, v.reward_mean, tip(v)]),
       band: trained.map(v => [v.version, v.reward_mean - v.reward_std, v.reward_mean + v.reward_std])},
-     {name: "held-out", color: "#a78bfa", dashed: true, points: evals.map(e => [e.version, e.accuracy, `v${e.version}: held-out accuracy ${e.accuracy.toFixed(3)}`])}],
+     {name: "held-out", color: "#a78bfa", dashed: true, points: evals.map(e => [e.version, e.accuracy, `v${e.version}: held-out accuracy ${e.accuracy.toFixed(3)}`])},
+     {name: "pass@1", color: "#e3b341", dashed: true, points: evals.filter(e => e.k).map(e => [e.version, e.pass_at_1, `v${e.version}: pass@1 ${e.pass_at_1.toFixed(3)}, pass@${e.k} ${e.pass_at_k.toFixed(3)}`])}],
     {xLabel: "global version", xInt: true, empty: "waiting for the first version…"});
   workerBars(document.getElementById("chart-workers"),
     workers.filter(w => w.folded > 0 || w.rejected > 0).map(w => ({name: w.worker, color: workerColor(w.worker), folded: w.folded, rejected: w.rejected, staleness: w.staleness_mean})));

@@ -149,9 +149,16 @@ std::string Monitor::metrics() const {
     p.family("bucketrl_train_reward", "gauge", "mean train reward of the updates folded into the newest version").sample(v.reward_mean);
     p.family("bucketrl_train_reward_spread", "gauge", "standard deviation of that reward across the folded updates").sample(v.reward_std);
   }
-  if (!history_.evals.empty())
-    p.family("bucketrl_heldout_accuracy", "gauge", "held-out accuracy of the newest evaluated version")
-        .sample(history_.evals.rbegin()->second.accuracy);
+  if (!history_.evals.empty()) {
+    const protocol::EvalRecord& e = history_.evals.rbegin()->second;
+    p.family("bucketrl_heldout_accuracy", "gauge", "held-out accuracy of the newest evaluated version").sample(e.accuracy);
+    if (e.k > 0) {
+      const std::string k = std::to_string(e.k);
+      p.family("bucketrl_heldout_pass_at_k", "gauge", "held-out pass@k of the newest evaluated version, k sampled answers a prompt")
+          .sample(e.pass_at_1, {{"k", "1"}})
+          .sample(e.pass_at_k, {{"k", k}});
+    }
+  }
   p.family("bucketrl_worker_heartbeat_age_seconds", "gauge", "seconds since the worker's last heartbeat");
   for (auto& [name, w] : live_.workers) p.sample((now - w.beat.time_ms) / 1000.0, {{"worker", name}});
   p.family("bucketrl_worker_samples_per_second", "gauge", "worker throughput from its heartbeat");

@@ -107,6 +107,7 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
   PlotSeries by_time{"train reward (mean, ±1 std across updates)", "#0969da", {}, {}};
   PlotSeries by_version = by_time;
   PlotSeries evals{"held-out accuracy", "#8250df", {}, {}};
+  PlotSeries pass1{"held-out pass@1 (sampled)", "#bf8700", {}, {}}, passk{"held-out pass@k", "#cf222e", {}, {}};
   PlotSeries versions{"global version", "#1a7f37", {}, {}};
   for (auto& v : h.versions) {
     versions.points.push_back({elapsed(v.created_ms), static_cast<double>(v.version)});
@@ -116,7 +117,13 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
     by_version.points.push_back({static_cast<double>(v.version), v.reward_mean});
     by_version.band.push_back({static_cast<double>(v.version), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
   }
-  for (auto& [v, e] : h.evals) evals.points.push_back({static_cast<double>(v), e.accuracy});
+  for (auto& [v, e] : h.evals) {
+    evals.points.push_back({static_cast<double>(v), e.accuracy});
+    if (e.k == 0) continue;
+    pass1.points.push_back({static_cast<double>(v), e.pass_at_1});
+    passk.points.push_back({static_cast<double>(v), e.pass_at_k});
+    passk.name = "held-out pass@" + std::to_string(e.k);
+  }
   std::vector<std::pair<std::string, PlotSpec>> charts = {
       {"reward_over_time.svg", {"run " + run_id + ": train reward over time", unit + " since version " +
                                 std::to_string(h.versions.empty() ? 0 : h.versions.front().version), "reward", {by_time}}},
@@ -124,7 +131,8 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
       {"versions_over_time.svg", {"run " + run_id + ": global versions over time", unit + " since version " +
                                 std::to_string(h.versions.empty() ? 0 : h.versions.front().version), "version", {versions}}},
   };
-  if (!evals.points.empty()) charts[1].second.series.push_back(evals);
+  for (auto* s : {&evals, &pass1, &passk})
+    if (!s->points.empty()) charts[1].second.series.push_back(*s);
   std::vector<std::string> written;
   for (auto& [name, spec] : charts) {
     std::string path = (fs::path(dir) / name).string();

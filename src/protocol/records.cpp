@@ -147,7 +147,9 @@ Result<Heartbeat> Heartbeat::parse(std::string_view text, const std::string& lab
 }
 
 nlohmann::json EvalRecord::to_json() const {
-  return {{"version", version}, {"n", n}, {"time_ms", time_ms}, {"accuracy", accuracy}, {"reward_mean", reward_mean}};
+  nlohmann::json j{{"version", version}, {"n", n}, {"time_ms", time_ms}, {"accuracy", accuracy}, {"reward_mean", reward_mean}};
+  if (k > 0) j["k"] = k, j["pass_at_1"] = pass_at_1, j["pass_at_k"] = pass_at_k;
+  return j;
 }
 
 Result<EvalRecord> EvalRecord::parse(std::string_view text, const std::string& label) {
@@ -157,6 +159,11 @@ Result<EvalRecord> EvalRecord::parse(std::string_view text, const std::string& l
     e.time_ms = json_int<int64_t>(j.at("time_ms"));
     e.accuracy = j.at("accuracy").get<double>();
     e.reward_mean = j.at("reward_mean").get<double>();
+    if (j.contains("k")) {
+      e.k = json_int<int64_t>(j.at("k"));
+      e.pass_at_1 = j.at("pass_at_1").get<double>();
+      e.pass_at_k = j.at("pass_at_k").get<double>();
+    }
     return {};
   });
 }

@@ -88,6 +88,10 @@ struct Heartbeat {
 struct EvalRecord {
   int64_t version = 0, n = 0, time_ms = 0;
   double accuracy = 0, reward_mean = 0;
+  // pass@1 and pass@k over k sampled answers per prompt; k = 0 (and absent in the JSON) when
+  // the evaluator did not measure them.
+  int64_t k = 0;
+  double pass_at_1 = 0, pass_at_k = 0;
 
   nlohmann::json to_json() const;
   static Result<EvalRecord> parse(std::string_view text, const std::string& label);

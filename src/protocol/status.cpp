@@ -73,6 +73,13 @@ std::string format_status(const nlohmann::json& st) {
     out += "held-out accuracy:";
     for (auto& e : st["evals"]) out += fmt::format("  v{} {:.3f}", e["version"].get<int64_t>(), e["accuracy"].get<double>());
     out += "\n";
+    // pass@k of the newest evaluation that measured it.
+    for (auto it = st["evals"].rbegin(); it != st["evals"].rend(); ++it)
+      if (it->value("k", 0) > 0) {
+        out += fmt::format("held-out pass@1 {:.3f}, pass@{} {:.3f} (v{}, sampled)\n", (*it)["pass_at_1"].get<double>(),
+                           (*it)["k"].get<int64_t>(), (*it)["pass_at_k"].get<double>(), (*it)["version"].get<int64_t>());
+        break;
+      }
   }
   out += fmt::format("workers ({}):\n", st["workers"].size());
   for (auto& w : st["workers"])

@@ -51,6 +51,11 @@ inline void two_workers_train_through(const std::string& bucket, const std::stri
   EXPECT_LT(first.accuracy, 0.2);
   EXPECT_GE(last.accuracy, 0.8) << "at v" << last.version;
   EXPECT_GE(s.final_accuracy, 0.8);
+  // pass@k on G sampled answers a prompt (train.eval_pass_k = -1): pass@1 <= pass@G.
+  EXPECT_EQ(last.k, cfg.grpo.num_generations);
+  EXPECT_GT(last.pass_at_k, 0.0);
+  EXPECT_LE(last.pass_at_1, last.pass_at_k);
+  EXPECT_LE(first.pass_at_1, first.pass_at_k);
 
   // `bucketrl status` sees the same run from the bucket alone.
   auto st = protocol::run_status(*store);
@@ -59,6 +64,7 @@ inline void two_workers_train_through(const std::string& bucket, const std::stri
   for (auto& w : st["workers"]) EXPECT_EQ(w["health"], "stopped") << w.dump();
   EXPECT_FALSE(st["evals"].empty());
   EXPECT_NE(protocol::format_status(st).find("newest global version: " + std::to_string(s.versions)), std::string::npos);
+  EXPECT_NE(protocol::format_status(st).find("held-out pass@1 "), std::string::npos) << protocol::format_status(st);
 
   // The exported adapter is the newest version, loadable as PEFT.
   auto m = model::load_model(cfg.model.path);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+
 #include "../model/test_util.h"
 #include "config/lora_config.h"
 #include "grpo/loss.h"
@@ -178,4 +180,62 @@ TEST(GrpoTrainer, LossGradientThroughModelMatchesFiniteDifferences) {
     B.view({-1})[k] = orig;
     EXPECT_NEAR(g.view({-1})[k].item<double>(), (lp - lm) / (2 * h), 1e-6) << "element " << k;
   }
+}
+
+// The pass@k estimator against hand-derived values: 1 - C(n-c, k) / C(n, k).
+TEST(Evaluate, PassAtKEstimator) {
+  EXPECT_DOUBLE_EQ(grpo::pass_at_k(8, 0, 8), 0.0);
+  EXPECT_DOUBLE_EQ(grpo::pass_at_k(8, 8, 1), 1.0);
+  EXPECT_NEAR(grpo::pass_at_k(8, 3, 1), 3.0 / 8.0, 1e-12);          // k = 1: c / n
+  EXPECT_NEAR(grpo::pass_at_k(8, 1, 8), 1.0, 1e-12);                // any pass among all n
+  EXPECT_NEAR(grpo::pass_at_k(10, 3, 2), 1.0 - 21.0 / 45.0, 1e-12);  // C(7,2) = 21, C(10,2) = 45
+  EXPECT_NEAR(grpo::pass_at_k(8, 2, 4), 1.0 - 15.0 / 70.0, 1e-12);   // C(6,4) = 15, C(8,4) = 70
+}
+
+// A correctness reward that passes answers whose first byte is even, and remembers every
+// answer it scored, per example: the counts evaluate() must have turned into pass@1 / pass@k.
+struct EvenFirstByte : tasks::RewardFn {
+  std::map<const tasks::Example*, std::vector<double>> seen;
+  std::string name() const override { return "even"; }
+  std::vector<double> score(const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& c) override {
+    std::vector<double> r;
+    for (size_t i = 0; i < c.size(); ++i) {
+      r.push_back(!c[i].empty() && static_cast<unsigned char>(c[i][0]) % 2 == 0 ? 1.0 : 0.0);
+      seen[ex[i]].push_back(r.back());
+    }
+    return r;
+  }
+};
+
+TEST(Evaluate, PassAtKCountsTheSampledAnswers) {
+  StepEnv env;
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  auto even = std::make_shared<EvenFirstByte>();
+  env.task->rewards = {even};
+  grpo::PassAtKOptions pk;
+  pk.k = 4;
+  pk.temperature = 1.0;
+  pk.seed = 5;
+  auto ev = grpo::evaluate(m, env.tk, *env.task, 8, 3, 0.0, 0, pk);
+  ASSERT_EQ(ev.n, 8);
+  EXPECT_EQ(ev.k, 4);
+  // Each example was scored once greedily, then k times sampled.
+  ASSERT_EQ(even->seen.size(), 8u);
+  double p1 = 0, pk_any = 0;
+  for (auto& [ex, r] : even->seen) {
+    ASSERT_EQ(r.size(), 5u);
+    double c = r[1] + r[2] + r[3] + r[4];
+    p1 += c / 4, pk_any += c > 0;
+  }
+  EXPECT_NEAR(ev.pass_at_1, p1 / 8, 1e-12);
+  EXPECT_NEAR(ev.pass_at_k, pk_any / 8, 1e-12);
+  EXPECT_GT(ev.pass_at_1, 0.0);  // the random model's first byte is even about half the time
+  EXPECT_LT(ev.pass_at_1, ev.pass_at_k);
+  // Sampling at temperature 0 gives k copies of the greedy answer: pass@1 = pass@k = accuracy.
+  pk.temperature = 0.0;
+  auto greedy = grpo::evaluate(m, env.tk, *env.task, 8, 3, 0.0, 0, pk);
+  EXPECT_DOUBLE_EQ(greedy.pass_at_1, greedy.accuracy);
+  EXPECT_DOUBLE_EQ(greedy.pass_at_k, greedy.accuracy);
+  // k = 0: not measured.
+  EXPECT_EQ(grpo::evaluate(m, env.tk, *env.task, 8, 3).k, 0);
 }

@@ -87,6 +87,7 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
                {{"w2", "c", "stale: base version 0 is 9 versions behind (max_staleness 8)"}});
   put_manifest(*bucket, 2, {folded("w0", "d", 20, 0.7, 1000, 0)});
   store::LocalStore writer(tmp.path.string());
+  ASSERT_TRUE(writer.put(protocol::eval_key(2), protocol::EvalRecord{2, 200, 1, 0.5, 0.5, 8, 0.25, 0.75}.to_json().dump()));
   obs::Monitor mon(std::move(bucket));
   obs::HttpServer server({"127.0.0.1", 0, false}, "");
   obs::add_proxy_routes(server, mon);
@@ -118,6 +119,9 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
   ASSERT_EQ(st["rejected"].size(), 1u);
   EXPECT_EQ(st["rejected"][0]["worker"], "w2");
   EXPECT_EQ(st["rejected"][0]["version"], 1);
+  ASSERT_EQ(st["evals"].size(), 1u);
+  EXPECT_EQ(st["evals"][0]["k"], 8);
+  EXPECT_DOUBLE_EQ(st["evals"][0]["pass_at_1"].get<double>(), 0.25);
   std::map<std::string, nlohmann::json> ws;
   for (auto& w : st["workers"]) ws[w["worker"].get<std::string>()] = w;
   ASSERT_EQ(ws.size(), 3u);  // two with heartbeats, one known only from a manifest
@@ -139,7 +143,9 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
                            "bucketrl_workers{state=\"lost\"} 1\n", "bucketrl_workers{state=\"stopped\"} 0\n",
                            "bucketrl_bytes_in_total 0\n",  // v0..v2 were there before this proxy started
                            "bucketrl_train_reward 0.7\n", "bucketrl_worker_updates_folded{worker=\"w0\"} 2\n",
-                           "bucketrl_worker_device_memory_bytes{worker=\"w0\",device=\"cuda:0 NVIDIA H200\"} 3221225472\n"})
+                           "bucketrl_worker_device_memory_bytes{worker=\"w0\",device=\"cuda:0 NVIDIA H200\"} 3221225472\n",
+                           "bucketrl_heldout_accuracy 0.5\n", "bucketrl_heldout_pass_at_k{k=\"1\"} 0.25\n",
+                           "bucketrl_heldout_pass_at_k{k=\"8\"} 0.75\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 
   // A new version appears: the reader picks it up, the counters count it.

@@ -66,6 +66,7 @@ TEST(Plot, RunPlots) {
     h.versions.push_back(p);
   }
   h.evals[2] = {2, 64, 0, 0.4, 0};
+  h.evals[4] = {4, 64, 0, 0.5, 0, 8, 0.3, 0.9};  // with pass@k
   std::string dir = std::filesystem::temp_directory_path() / ("brl_plot_" + std::to_string(getpid()));
   auto files = write_run_plots(h, "r1", dir);
   ASSERT_EQ(files.size(), 3u);
@@ -79,8 +80,9 @@ TEST(Plot, RunPlots) {
               versions = read(dir + "/versions_over_time.svg");
   EXPECT_EQ(circles(by_time).size(), 4u);     // v1..v4 (v0 folds nothing)
   EXPECT_NE(by_time.find("class=\"band\""), std::string::npos);
-  EXPECT_EQ(circles(by_version).size(), 5u);  // 4 rewards + 1 evaluation
+  EXPECT_EQ(circles(by_version).size(), 8u);  // 4 rewards + 2 evaluations + pass@1 and pass@8 of one
   EXPECT_NE(by_version.find("held-out accuracy"), std::string::npos);
+  EXPECT_NE(by_version.find("held-out pass@8"), std::string::npos);
   EXPECT_EQ(circles(versions).size(), 5u);
   EXPECT_NE(by_time.find("run r1"), std::string::npos);
   std::filesystem::remove_all(dir);

@@ -296,6 +296,21 @@ TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRange) {
   EXPECT_FALSE(EvalRecord::parse(R"({"version": 1, "n": 1e19, "time_ms": 1, "accuracy": 0.5, "reward_mean": 0.5})", "ev"));
 }
 
+// pass@k travels with an evaluation when measured, and older records without it still parse.
+TEST(Records, EvalRecordPassAtK) {
+  EvalRecord e{3, 200, 5, 0.5, 0.5, 8, 0.25, 0.75};
+  auto back = EvalRecord::parse(e.to_json().dump(), "ev").value();
+  EXPECT_EQ(back.k, 8);
+  EXPECT_DOUBLE_EQ(back.pass_at_1, 0.25);
+  EXPECT_DOUBLE_EQ(back.pass_at_k, 0.75);
+  EvalRecord plain{3, 200, 5, 0.5, 0.5};
+  EXPECT_FALSE(plain.to_json().contains("k"));
+  EXPECT_EQ(EvalRecord::parse(plain.to_json().dump(), "ev").value().k, 0);
+  auto bad = e.to_json();
+  bad.erase("pass_at_k");
+  EXPECT_FALSE(EvalRecord::parse(bad.dump(), "ev"));
+}
+
 TEST(Bucket, AdapterEncodingRoundTripsAndRejectsNonFinite) {
   auto a = adapter(0.5f);
   auto back = decode_adapter(encode_adapter(a), "a");
