@@ -16,8 +16,7 @@ namespace brl::async {
 
 namespace fs = std::filesystem;
 
-nlohmann::json demo_base_recipe(const RunConfig& cfg) {
-  const grpo::PretrainOptions po = grpo::demo_pretrain_options();
+nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOptions& po) {
   return {{"format", 1},
           {"model", {po.hidden_size, po.num_layers, po.num_heads, po.num_kv_heads, po.intermediate_size}},
           {"train", {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type,
@@ -31,23 +30,23 @@ namespace {
 fs::path recipe_file(const std::string& base_dir) { return fs::path(base_dir) / "bucketrl_base_recipe.json"; }
 }  // namespace
 
-bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg) {
+bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg, const grpo::PretrainOptions& po) {
   if (!fs::exists(fs::path(base_dir) / "model.safetensors")) return false;
   std::ifstream f(recipe_file(base_dir));
-  if (f && nlohmann::json::parse(f, nullptr, false) == demo_base_recipe(cfg)) return true;
+  if (f && nlohmann::json::parse(f, nullptr, false) == demo_base_recipe(cfg, po)) return true;
   LOG_INFO("demo: the base model in {} was made from {} recipe; pretraining again", base_dir, f ? "another" : "an unrecorded");
   return false;
 }
 
-DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg) {
+DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg, const grpo::PretrainOptions& recipe) {
   DemoBase b;
   b.dir = (fs::path(out) / "base").string();
-  if (demo_base_cached(b.dir, cfg)) {
+  if (demo_base_cached(b.dir, cfg, recipe)) {
     b.cached = true;
     LOG_INFO("demo: using the cached base model in {}", b.dir);
     return b;
   }
-  grpo::PretrainOptions po = grpo::demo_pretrain_options();
+  grpo::PretrainOptions po = recipe;
   po.out_dir = b.dir;
   const fs::path rfile = recipe_file(b.dir);
   fs::remove(rfile);  // written back only once the new base is complete
@@ -56,7 +55,7 @@ DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg) {
   b.seconds = r.seconds;
   b.accuracy = r.accuracy;
   b.skill = r.skill;
-  write_file(rfile.string(), demo_base_recipe(cfg).dump(2) + "\n");
+  write_file(rfile.string(), demo_base_recipe(cfg, recipe).dump(2) + "\n");
   LOG_INFO("demo: base model made in {:.0f} s ({} steps): held-out accuracy {:.3f}, skill {:.3f}", r.seconds, r.steps,
            r.accuracy, r.skill);
   return b;
@@ -65,11 +64,12 @@ DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg) {
 DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   auto t0 = std::chrono::steady_clock::now();
   DemoSummary sum;
-  RunConfig cfg = demo_run_config();
+  const DemoRecipe recipe = demo_recipe(opt.recipe);
+  RunConfig cfg = recipe.run;
   cfg.train.output_dir = (fs::path(opt.out) / "run").string();
   if (opt.sync) cfg.sync.mode = "sync";
   cfg.apply_overrides(opt.overrides);
-  sum.base = ensure_demo_base(opt.out, cfg);
+  sum.base = ensure_demo_base(opt.out, cfg, recipe.pretrain);
   cfg.model.path = sum.base.dir;
   // A fresh run each time: only what the run writes is removed (output_dir may be a user's
   // folder via --set); the base model and the workers' model cache stay.
@@ -79,6 +79,7 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   lo.bucket = (run_dir / "bucket").string();
   lo.workers = opt.workers;
   lo.target_accuracy = opt.target_accuracy;
+  lo.target_metric = recipe.target_metric;
   lo.eval_interval_s = opt.eval_interval_s;
   lo.slowdown = opt.slowdown;
   lo.http = opt.http;
@@ -86,7 +87,11 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   lo.time_limit_s = std::max(30.0, opt.time_limit_s - used);
   sum.run = run_local(cfg, lo, stop);
   const auto& r = sum.run;
-  nlohmann::json j{{"workers", opt.workers}, {"mode", cfg.sync.mode}, {"slowdown", opt.slowdown},
+  auto pass = [](const protocol::EvalRecord& e) {
+    return e.k ? nlohmann::json{{"k", e.k}, {"pass_at_1", e.pass_at_1}, {"pass_at_k", e.pass_at_k}} : nlohmann::json();
+  };
+  nlohmann::json j{{"recipe", recipe.name}, {"target_metric", recipe.target_metric},
+                   {"initial_pass", pass(r.first_eval)}, {"final_pass", pass(r.last_eval)}, {"workers", opt.workers}, {"mode", cfg.sync.mode}, {"slowdown", opt.slowdown},
                    {"base_cached", sum.base.cached}, {"pretrain_seconds", sum.base.seconds},
                    {"initial_accuracy", r.initial_accuracy}, {"final_accuracy", r.final_accuracy},
                    {"best_accuracy", r.best_accuracy}, {"target_accuracy", opt.target_accuracy},

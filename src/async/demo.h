@@ -12,13 +12,15 @@
 
 #include "async/local_run.h"
 #include "config/run_config.h"
+#include "grpo/pretrain.h"
 
 namespace brl::async {
 
 struct DemoOptions {
+  std::string recipe = "fast";   // grpo/demo_recipe.h; the three below default to the recipe's
   std::string out = "runs/demo";
   double time_limit_s = 600;     // the whole demo, pretraining included
-  double target_accuracy = 0.9;
+  double target_accuracy = 0.9;  // of the recipe's target metric (held-out accuracy or pass@1)
   int workers = 2;
   double eval_interval_s = 5;
   bool sync = false;                   // the synchronous baseline (sync.mode = sync)
@@ -33,11 +35,11 @@ struct DemoBase {
   double seconds = 0, accuracy = -1, skill = -1;  // of the pretraining, when it ran
 };
 
-// OUT/base: made by grpo::pretrain with the demo recipe, unless a base made from the same
-// recipe and task is there (OUT/base/bucketrl_base_recipe.json = demo_base_recipe(cfg)).
-DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg);
-nlohmann::json demo_base_recipe(const RunConfig& cfg);
-bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg);
+// OUT/base: made by grpo::pretrain with the recipe's options `po`, unless a base made from the
+// same options and task is there (OUT/base/bucketrl_base_recipe.json = demo_base_recipe(cfg, po)).
+DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg, const grpo::PretrainOptions& po);
+nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOptions& po);
+bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg, const grpo::PretrainOptions& po);
 
 struct DemoSummary {
   LocalRunSummary run;

@@ -136,6 +136,10 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   const int64_t t0_ms = protocol::now_ms();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   cfg.validate();
+  if (opt.target_metric != "accuracy" && opt.target_metric != "pass_at_1")
+    throw UserError("run: target metric \"" + opt.target_metric + "\" is not known", "use accuracy or pass_at_1");
+  if (opt.target_metric == "pass_at_1" && opt.target_accuracy > 0 && cfg.train.eval_pass_k == 0)
+    throw UserError("run: a pass@1 target needs the evaluator's pass@k", "leave train.eval_pass_k at -1 (k = G) or set k >= 1");
   if (opt.workers < 1) throw UserError("run: --workers " + std::to_string(opt.workers) + " must be >= 1");
   const std::string out = cfg.train.output_dir;
   LocalRunSummary sum;
@@ -194,9 +198,19 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   po.total = static_cast<int64_t>(opt.time_limit_s);
   po.lines = false;
   Progress status(po);
+  sum.first_eval.version = sum.last_eval.version = -1;
+  auto note_eval = [&](const protocol::EvalRecord& e) {
+    if (sum.first_eval.version < 0) sum.first_eval = e, sum.initial_accuracy = e.accuracy;
+    sum.last_eval = e;
+    sum.final_accuracy = e.accuracy;
+    sum.best_accuracy = std::max(sum.best_accuracy, e.accuracy);
+  };
+  const bool on_pass = opt.target_metric == "pass_at_1";
   auto status_text = [&] {
     std::string t = fmt::format("v{}", std::max<int64_t>(shown, 0));
-    if (shown_eval >= 0) t += fmt::format("  accuracy {:.3f} at v{}", sum.final_accuracy, shown_eval);
+    if (shown_eval >= 0)
+      t += fmt::format("  {} {:.3f} at v{}", on_pass ? "pass@1" : "accuracy",
+                       on_pass ? sum.last_eval.pass_at_1 : sum.final_accuracy, shown_eval);
     if (opt.target_accuracy > 0) t += fmt::format(" (target {:.2f})", opt.target_accuracy);
     return t;
   };
@@ -227,11 +241,10 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
       if (body)
         if (auto e = protocol::EvalRecord::parse(*body, last.key); e && e->version != shown_eval) {
           shown_eval = e->version;
-          if (sum.initial_accuracy < 0) sum.initial_accuracy = e->accuracy;
-          sum.final_accuracy = e->accuracy;
-          sum.best_accuracy = std::max(sum.best_accuracy, e->accuracy);
-          LOG_INFO("run: {:.0f}s  held-out accuracy {:.3f} at v{}", elapsed(), e->accuracy, e->version);
-          if (opt.target_accuracy > 0 && e->accuracy >= opt.target_accuracy) {
+          note_eval(*e);
+          LOG_INFO("run: {:.0f}s  held-out accuracy {:.3f}{} at v{}", elapsed(), e->accuracy,
+                   e->k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", e->pass_at_1, e->k, e->pass_at_k) : "", e->version);
+          if (opt.target_accuracy > 0 && (on_pass ? e->pass_at_1 : e->accuracy) >= opt.target_accuracy) {
             target_hit = true;
             sum.seconds_to_target = elapsed();
             if (auto m = protocol::read_manifest(*store, e->version); m)
@@ -255,11 +268,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   }
   if (auto evs = store->list_all(protocol::evals_prefix()); evs && !evs->empty())
     if (auto body = store->get(evs->back().key); body)
-      if (auto e = protocol::EvalRecord::parse(*body, evs->back().key); e) {
-        if (sum.initial_accuracy < 0) sum.initial_accuracy = e->accuracy;
-        sum.final_accuracy = e->accuracy;
-        sum.best_accuracy = std::max(sum.best_accuracy, e->accuracy);
-      }
+      if (auto e = protocol::EvalRecord::parse(*body, evs->back().key); e) note_eval(*e);
   sum.verify = protocol::verify_run(*store);
   sum.versions = sum.verify.newest;
   sum.updates = sum.verify.updates_folded;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "protocol/records.h"
 #include "protocol/verify.h"
 
 namespace brl::async {
@@ -18,6 +19,7 @@ struct LocalRunOptions {
   int workers = 2;
   double time_limit_s = 0;       // 0 = until Ctrl-C or grpo.max_steps per worker
   double target_accuracy = 0;    // stop when an evaluation reaches this (0 = never)
+  std::string target_metric = "accuracy";  // what target_accuracy is compared with: accuracy | pass_at_1
   std::string exe;               // the bucketrl executable ("" = this process's)
   std::string log_dir;           // child logs ("" = <train.output_dir>/logs)
   std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)
@@ -33,6 +35,7 @@ struct LocalRunSummary {
   // From the run's start to the publication of the version that evaluation scored: free of
   // the evaluator's interval and lag (what a training-speed comparison should use).
   double version_seconds_to_target = -1;
+  protocol::EvalRecord first_eval, last_eval;  // version -1: none (pass@k in them when measured)
   std::string bucket, adapter_dir;
   protocol::VerifyReport verify;
 };

@@ -231,7 +231,7 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   Pending u;
   u.meta = {worker, id, sha256_hex(*body), h.payload_sha256, body->size(), h.base_version, staleness, h.steps, h.samples,
             static_cast<double>(h.samples), std::pow(1.0 + staleness, -agg.staleness_exponent),
-            h.reward_mean, h.accuracy, norm, h.signer};
+            h.reward_mean, h.accuracy, norm, h.signer, h.frac_reward_zero_std};
   u.delta = std::move(*delta);
   u.sparse = codec::is_sparse(kind);
   cursors_[worker] = id;
@@ -269,13 +269,15 @@ bool Proxy::publish() {
   m.parent = version_;
   m.created_ms = protocol::now_ms();
   m.proxy = opt_.id;
-  double rw = 0, acc = 0;
-  int64_t samples = 0;
+  double rw = 0, acc = 0, zero_std = 0;
+  int64_t samples = 0, zero_std_samples = 0;
   for (auto& u : accepted_) {
     m.updates.push_back(u.meta);
     rw += u.meta.reward_mean * u.meta.samples;
     acc += u.meta.accuracy * u.meta.samples;
     samples += u.meta.samples;
+    if (u.meta.frac_reward_zero_std >= 0)
+      zero_std += u.meta.frac_reward_zero_std * u.meta.samples, zero_std_samples += u.meta.samples;
   }
   m.rejected = rejected_;
   m.cursors = cursors_;
@@ -283,6 +285,8 @@ bool Proxy::publish() {
   m.stats = agg.stats;
   m.stats.update({{"aggregate_seconds", secs}, {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0},
                   {"accuracy", samples ? acc / samples : 0.0}});
+  // Over the updates that report it (run health: protocol/health.h).
+  if (zero_std_samples > 0) m.stats["frac_reward_zero_std"] = zero_std / zero_std_samples;
   const bool bf16 = cfg_.aggregation.publish_bf16();
   m.stats["payload_dtype"] = bf16 ? "bfloat16" : "float32";
   Status st;

@@ -118,7 +118,7 @@ class Beater {
 // Running sums over the steps since the last sync.
 struct Window {
   int64_t steps = 0, samples = 0;
-  double reward_sum = 0, reward_sq = 0, acc_sum = 0;
+  double reward_sum = 0, reward_sq = 0, acc_sum = 0, zero_std_sum = 0;
   Clock::time_point start = Clock::now();
   void add(const grpo::StepStats& s) {
     ++steps;
@@ -127,10 +127,12 @@ struct Window {
     reward_sum += s.reward_mean * s.samples;
     reward_sq += (s.reward_std * s.reward_std + s.reward_mean * s.reward_mean) * s.samples;
     acc_sum += s.accuracy * s.samples;
+    zero_std_sum += s.frac_reward_zero_std * s.samples;
   }
   double mean() const { return samples ? reward_sum / samples : 0; }
   double std() const { return samples ? std::sqrt(std::max(0.0, reward_sq / samples - mean() * mean())) : 0; }
   double accuracy() const { return samples ? acc_sum / samples : 0; }
+  double frac_reward_zero_std() const { return samples ? zero_std_sum / samples : 0; }
 };
 
 }  // namespace
@@ -265,6 +267,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     h.reward_mean = win.mean();
     h.reward_std = win.std();
     h.accuracy = win.accuracy();
+    h.frac_reward_zero_std = win.frac_reward_zero_std();
     h.codec = cfg.sync.codec;
     h.created_ms = protocol::now_ms();
     h.seconds = since(win.start);
@@ -328,6 +331,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     log_lines += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id}, {"step", sum.steps},
                                 {"version", version}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
                                 {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl},
+                                {"frac_reward_zero_std", s.frac_reward_zero_std},
                                 {"completion_length", s.completion_length}, {"seconds", step_s},
                                 {"gen_seconds", s.gen_seconds}, {"score_seconds", s.score_seconds},
                                 {"train_seconds", s.train_seconds}}

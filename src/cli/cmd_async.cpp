@@ -22,7 +22,7 @@ using namespace brl;
 namespace {
 
 RunConfig load_config(const std::string& path, const std::vector<std::string>& sets) {
-  RunConfig cfg = path.empty() ? RunConfig() : RunConfig::from_toml_file(path);
+  RunConfig cfg = path.empty() ? RunConfig() : RunConfig::from_file(path);
   cfg.apply_overrides(sets);
   cfg.validate();
   return cfg;

@@ -2,7 +2,9 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "grpo/demo_recipe.h"
 #include "grpo/pretrain.h"
+#include "util/error.h"
 #include "tasks/task.h"
 
 namespace {
@@ -30,7 +32,25 @@ brl::cli::Register reg("pretrain", "train a small base model from scratch on a b
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
   app.add_option("--max-operand", t.max_operand, "arithmetic: operands in [0, N]")->capture_default_str();
   app.add_option("--operations", t.operations, "arithmetic: operators drawn from this set")->capture_default_str();
-  return [] {
+  static std::string recipe;
+  app.add_option("--recipe", recipe,
+                 "a demo recipe's base model (fast | skill: bucketrl demo --recipe): its task and pretraining "
+                 "options; only --out, --seed and --threads may be given with it");
+  return [&app] {
+    if (!recipe.empty()) {
+      for (const CLI::Option* opt : app.get_options())
+        if (opt->count() && opt->get_name() != "--recipe" && opt->get_name() != "--out" && opt->get_name() != "--seed" &&
+            opt->get_name() != "--threads")
+          throw brl::UserError("pretrain: " + opt->get_name() + " cannot be combined with --recipe " + recipe,
+                               "drop it (the recipe sets it), or drop --recipe and give every option yourself");
+      const brl::DemoRecipe r = brl::demo_recipe(recipe);
+      const std::string out = o.out_dir;
+      const uint64_t seed = o.seed;
+      o = r.pretrain;
+      o.out_dir = out;
+      if (app.get_option("--seed")->count()) o.seed = seed;
+      t = r.run.task;
+    }
     brl::cli::init_compute(threads);
     auto task = brl::tasks::make_task(t);
     auto r = brl::grpo::pretrain(*task, o);

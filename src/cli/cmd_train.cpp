@@ -24,7 +24,7 @@ using namespace brl;
 namespace {
 
 int run_train(const std::string& config_path, const std::vector<std::string>& sets, bool resume) {
-  RunConfig cfg = config_path.empty() ? RunConfig() : RunConfig::from_toml_file(config_path);
+  RunConfig cfg = config_path.empty() ? RunConfig() : RunConfig::from_file(config_path);
   cfg.apply_overrides(sets);
   cli::init_compute(cfg.train.threads);
   auto s = grpo::run_training(cfg, resume);
@@ -73,7 +73,7 @@ cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a m
   app.add_flag("--json", json, "print JSON");
   app.add_option("--device", device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->capture_default_str();
   return [=] {
-    RunConfig cfg = config.empty() ? RunConfig() : RunConfig::from_toml_file(config);
+    RunConfig cfg = config.empty() ? RunConfig() : RunConfig::from_file(config);
     cfg.apply_overrides(sets);
     if (model_opt->count()) cfg.model.path = model_dir;
     if (task_opt->count()) cfg.task.name = task_name;

@@ -51,7 +51,11 @@ ConfigTable ProxyConfig::table() {
       .add("max_updates", &max_updates, "updates folded into one version at most")
       .add("heartbeat_timeout_s", &heartbeat_timeout_s, "a worker silent this long is lost")
       .add("straggler_ratio", &straggler_ratio, "throughput below ratio x median marks a straggler")
-      .add("keep_versions", &keep_versions, "adapter payloads kept; older ones are deleted");
+      .add("keep_versions", &keep_versions, "adapter payloads kept; older ones are deleted")
+      .add("collapse_versions", &collapse_versions,
+           "run health \"collapsed\": this many versions in a row without reward variance in any group, below the best reward")
+      .add("regression_margin", &regression_margin,
+           "run health \"regressed\": held-out accuracy this far below its best (also the reward margin of \"collapsed\")");
   return t;
 }
 
@@ -62,6 +66,9 @@ void ProxyConfig::validate() const {
   if (!(heartbeat_timeout_s > 0)) bad("proxy", "heartbeat_timeout_s", std::to_string(heartbeat_timeout_s), "must be > 0");
   if (!(straggler_ratio >= 0 && straggler_ratio < 1)) bad("proxy", "straggler_ratio", std::to_string(straggler_ratio), "must be in [0, 1)");
   if (keep_versions < 2) bad("proxy", "keep_versions", std::to_string(keep_versions), "must be >= 2");
+  if (collapse_versions < 1) bad("proxy", "collapse_versions", std::to_string(collapse_versions), "must be >= 1");
+  if (!(regression_margin > 0 && regression_margin <= 1))
+    bad("proxy", "regression_margin", std::to_string(regression_margin), "must be in (0, 1]");
 }
 
 ConfigTable AggregationConfig::table() {

@@ -37,6 +37,11 @@ struct ProxyConfig {
   double heartbeat_timeout_s = 60; // a worker silent this long is lost
   double straggler_ratio = 0.25;   // throughput below ratio x median: straggler
   int keep_versions = 20;          // adapter payloads kept (manifests are kept forever)
+  // Run health (protocol/health.h): "collapsed" once this many versions in a row had no group
+  // with reward variance at a train reward below the best by regression_margin; "regressed"
+  // once held-out accuracy is below its best by more than regression_margin.
+  int collapse_versions = 20;
+  double regression_margin = 0.1;
   ConfigTable table();
   void validate() const;
 };

@@ -112,6 +112,18 @@ RunConfig RunConfig::from_toml_file(const std::string& path) {
   return from_toml_string(ss.str(), path);
 }
 
+RunConfig RunConfig::from_file(const std::string& path) {
+  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) return from_toml_file(path);
+  std::ifstream f(path);
+  if (!f) throw UserError("cannot read config '" + path + "'");
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw UserError("config '" + path + "' is not a JSON object", "write TOML (run.toml), or JSON as `bucketrl demo --print-config` prints");
+  RunConfig c;
+  c.apply_json(j, path);
+  return c;
+}
+
 void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
   for (const auto& kv : kvs) {
     auto eq = kv.find('=');

@@ -45,6 +45,8 @@ struct RunConfig {
   SecurityConfig security;
 
   static RunConfig from_toml_file(const std::string& path);
+  // TOML, or JSON when the name ends in .json (what `demo --print-config` and run.json hold).
+  static RunConfig from_file(const std::string& path);
   static RunConfig from_toml_string(const std::string& text, const std::string& source);
   void apply_overrides(const std::vector<std::string>& kvs);
   void validate() const;

@@ -1,22 +1,41 @@
-// The demo's hyper-parameters, in one place: the run config (task, LoRA, GRPO, eval) and the
-// pretraining options of its base model. `bucketrl demo` uses both; so does the bucket demo
-// with workers. Measured figures and the reasons behind each choice: demo_recipe.cpp.
+// The demos' hyper-parameters, in one place per recipe: the run config (task, LoRA, GRPO,
+// eval) and the pretraining options of its base model. `bucketrl demo --recipe NAME` uses
+// both, in one process or with workers; `bucketrl pretrain --recipe NAME` makes the base alone.
+// Measured figures and the reasons behind each choice: demo_recipe.cpp.
+//  * fast: two-digit addition; the base is taught a wrong habit (a sign error) that GRPO
+//    removes in a few versions. Shows the plumbing in about a minute.
+//  * skill: three-digit addition with carries; the base is stopped early, so it gets ~1 in 5
+//    sampled answers right but most problems right in some of 8 tries; GRPO turns pass@8
+//    into pass@1.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "config/run_config.h"
 #include "grpo/pretrain.h"
 
 namespace brl {
 
-// Task, LoRA and GRPO settings. train.output_dir and model.path are left for the caller.
+struct DemoRecipe {
+  std::string name;
+  RunConfig run;                  // model.path and train.output_dir are left for the caller
+  grpo::PretrainOptions pretrain;  // out_dir is left for the caller
+  std::string target_metric = "accuracy";  // the held-out figure the demo stops on: accuracy | pass_at_1
+  double target = 0.9;
+  double time_limit_s = 600;      // the demo's default, pretraining included
+  std::string out = "runs/demo";  // the demo's default working folder
+};
+
+// UserError naming the known recipes when `name` is none of them.
+DemoRecipe demo_recipe(const std::string& name);
+std::vector<std::string> demo_recipe_names();
+
+// The fast recipe's parts (tests and benchmarks that predate named recipes).
 RunConfig demo_run_config();
 
 }  // namespace brl
 
 namespace brl::grpo {
-
-// The base model: width, steps, stopping rule and the taught wrong habit. out_dir is left
-// for the caller.
 PretrainOptions demo_pretrain_options();
-
 }  // namespace brl::grpo

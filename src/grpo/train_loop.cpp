@@ -42,7 +42,8 @@ Session open_session(const RunConfig& cfg) {
   return s;
 }
 
-TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy) {
+TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy,
+                          const std::string& target_metric) {
   auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   cfg.validate();
@@ -67,20 +68,23 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     }
   }
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
+  double stepping = 0;  // metrics' time_s: seconds spent in GRPO steps (evaluations and checkpoints excluded)
   auto eval_now = [&](int64_t step) {
     auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature,
                        0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
     LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f}{} (n={})", step, ev.accuracy, ev.reward_mean,
              ev.k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", ev.pass_at_1, ev.k, ev.pass_at_k) : "", ev.n);
-    nlohmann::json line{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}};
+    nlohmann::json line{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}, {"time_s", stepping}};
     if (ev.k) line["eval_pass_at_1"] = ev.pass_at_1, line["eval_pass_at_k"] = ev.pass_at_k, line["eval_k"] = ev.k;
     metrics << line.dump() << "\n";
     if (!metrics.flush())
       throw UserError("cannot append to " + (fs::path(out) / "metrics.jsonl").string(), "check free space and permissions");
-    return ev.accuracy;
+    return ev;
   };
   TrainSummary sum;
-  sum.initial_accuracy = sum.final_accuracy = eval_now(trainer.global_step());
+  sum.initial_eval = sum.final_eval = eval_now(trainer.global_step());
+  sum.initial_accuracy = sum.final_accuracy = sum.initial_eval.accuracy;
+  const bool on_pass = target_metric == "pass_at_1";
   auto save = [&](int64_t step) {
     std::string ck = (fs::path(out) / ("checkpoint-" + std::to_string(step))).string();
     lora::save_peft(m, cfg.lora, ck, cfg.model.path);
@@ -92,7 +96,9 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   po.initial = trainer.global_step();
   Progress bar(po);
   while (trainer.global_step() < cfg.grpo.max_steps) {
+    const double before = elapsed();
     auto s = trainer.step();
+    stepping += elapsed() - before;
     if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
       LOG_INFO("step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
                "len {:.1f} gen {:.1f}s train {:.1f}s",
@@ -101,14 +107,16 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     metrics << nlohmann::json{{"step", s.step},         {"reward", s.reward_mean},  {"reward_std", s.reward_std},
                               {"accuracy", s.accuracy}, {"loss", s.loss},           {"kl", s.kl},
                               {"clip_ratio", s.clip_ratio}, {"grad_norm", s.grad_norm}, {"lr", s.lr},
-                              {"completion_length", s.completion_length}}
+                              {"completion_length", s.completion_length}, {"frac_reward_zero_std", s.frac_reward_zero_std},
+                              {"samples", s.samples}, {"time_s", stepping}}
                    .dump()
             << "\n";
     bool stop = s.step == cfg.grpo.max_steps || (time_limit_s > 0 && elapsed() > time_limit_s);
     if ((cfg.train.save_steps > 0 && s.step % cfg.train.save_steps == 0) || stop) save(s.step);
     if ((cfg.train.eval_steps > 0 && s.step % cfg.train.eval_steps == 0) || stop) {
-      sum.final_accuracy = eval_now(s.step);
-      if (target_accuracy > 0 && sum.final_accuracy >= target_accuracy) stop = true;
+      sum.final_eval = eval_now(s.step);
+      sum.final_accuracy = sum.final_eval.accuracy;
+      if (target_accuracy > 0 && (on_pass ? sum.final_eval.pass_at_1 : sum.final_accuracy) >= target_accuracy) stop = true;
     }
     bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean,
                                    s.accuracy, s.loss, sum.final_accuracy));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "grpo/trainer.h"
 #include "model/llama.h"
 #include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
@@ -27,12 +28,15 @@ Session open_session(const RunConfig& cfg);
 struct TrainSummary {
   int64_t steps = 0;
   double initial_accuracy = 0, final_accuracy = 0, seconds = 0;
+  EvalResult initial_eval, final_eval;  // with pass@k when train.eval_pass_k asks for it
   std::string adapter_dir;
 };
 
-// Runs until grpo.max_steps, or `time_limit_s` (> 0), or when held-out accuracy reaches
-// `target_accuracy` (> 0) at an evaluation. Writes train.output_dir/{checkpoint-N,adapter,metrics.jsonl}.
-TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s = 0, double target_accuracy = 0);
+// Runs until grpo.max_steps, or `time_limit_s` (> 0), or when held-out accuracy (or pass@1,
+// target_metric = "pass_at_1") reaches `target_accuracy` (> 0) at an evaluation. Writes
+// train.output_dir/{checkpoint-N,adapter,metrics.jsonl}.
+TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s = 0, double target_accuracy = 0,
+                          const std::string& target_metric = "accuracy");
 
 // The newest checkpoint-<N> folder under out holding an adapter and trainer state, or "".
 std::string latest_checkpoint(const std::string& out);

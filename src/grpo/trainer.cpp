@@ -315,6 +315,10 @@ StepStats GrpoTrainer::step() {
   at::Tensor adv = group_advantages(r, G, cfg_.scale_rewards);  // [P*G]
   st.reward_mean = r.mean().item<double>();
   st.reward_std = r.std().item<double>();
+  {
+    at::Tensor groups = r.view({-1, G});
+    st.frac_reward_zero_std = (std::get<0>(groups.max(1)) == std::get<0>(groups.min(1))).to(at::kDouble).mean().item<double>();
+  }
   for (double a : first) st.accuracy += a / first.size();
   st.samples = static_cast<int64_t>(comps.size());
 

@@ -27,6 +27,7 @@ struct StepStats {
   double reward_mean = 0, reward_std = 0, accuracy = 0;  // accuracy: mean of the first reward
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0, lr = 0;
   double completion_length = 0;
+  double frac_reward_zero_std = 0;  // groups whose G rewards are all equal: no signal (TRL's name)
   int64_t samples = 0, tokens = 0;
   double gen_seconds = 0, score_seconds = 0, train_seconds = 0;  // score: rewards, advantages, the batch
 };

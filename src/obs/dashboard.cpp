@@ -61,6 +61,7 @@ td.num, th.num { text-align: right; }
 .wide { grid-column: 1 / -1; }
 .muted { color: var(--muted); }
 .err { color: var(--bad); }
+.health { display: none; margin: 12px 0 0; padding: 10px 14px; border: 1px solid var(--bad); border-radius: 8px; color: var(--bad); font-weight: 600; }
 </style>
 </head>
 <body>
@@ -70,6 +71,7 @@ td.num, th.num { text-align: right; }
   <div class="conn"><div class="dot" id="conn-dot"></div><span id="conn-text">connecting</span></div>
 </header>
 <main>
+  <div class="health" id="run-health" role="alert"></div>
   <section class="kpis">
     <div class="kpi"><div class="label">Global version</div><div class="value" id="kpi-version">–</div><div class="sub" id="kpi-version-sub">&nbsp;</div></div>
     <div class="kpi"><div class="label">Train reward</div><div class="value" id="kpi-reward">–</div><div class="sub" id="kpi-reward-sub">&nbsp;</div></div>
@@ -221,6 +223,11 @@ function render(st) {
   document.getElementById("kpi-eval").textContent = le ? le.accuracy.toFixed(3) : "–";
   document.getElementById("kpi-eval-sub").textContent = !le ? "no evaluator" :
     `v${le.version}, ${le.n} prompts` + (le.k ? ` · pass@1 ${le.pass_at_1.toFixed(3)} · pass@${le.k} ${le.pass_at_k.toFixed(3)}` : "");
+  // Run health (protocol/health.h): a banner while the run is collapsed or regressed.
+  const rh = st.run_health || {state: "ok"}, banner = document.getElementById("run-health");
+  banner.style.display = rh.state === "ok" ? "none" : "block";
+  banner.textContent = rh.state === "ok" ? "" : `Run ${rh.state} since v${rh.since_version}: ${rh.detail}`;
+  banner.dataset.state = rh.state;
   const alive = workers.filter(w => w.health === "alive").length;
   document.getElementById("kpi-workers").textContent = `${alive} / ${workers.length}`;
   const bad = ["straggling", "lost", "stopped"].map(s => [s, workers.filter(w => w.health === s).length]).filter(x => x[1]);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "protocol/bucket.h"
+#include "protocol/health.h"
 #include "protocol/layout.h"
 
 namespace brl::obs {
@@ -16,6 +17,7 @@ VersionPoint summarize_version(const protocol::Manifest& m) {
   p.proxy = m.proxy;
   p.updates = static_cast<int64_t>(m.updates.size());
   p.rejected = static_cast<int64_t>(m.rejected.size());
+  p.frac_reward_zero_std = protocol::version_signal(m).frac_reward_zero_std;
   double w = 0, rw = 0, acc = 0, stale = 0;
   for (auto& u : m.updates) {
     double s = static_cast<double>(std::max<int64_t>(u.samples, 0));
@@ -42,7 +44,17 @@ VersionPoint summarize_version(const protocol::Manifest& m) {
 nlohmann::json VersionPoint::to_json() const {
   return {{"version", version}, {"created_ms", created_ms}, {"proxy", proxy}, {"updates", updates}, {"rejected", rejected},
           {"samples", samples}, {"reward_mean", reward_mean}, {"reward_std", reward_std}, {"accuracy", accuracy},
-          {"bytes_in", bytes_in}, {"aggregate_s", aggregate_s}, {"staleness_mean", staleness_mean}, {"delta_norm", delta_norm}};
+          {"bytes_in", bytes_in}, {"aggregate_s", aggregate_s}, {"staleness_mean", staleness_mean}, {"delta_norm", delta_norm},
+          {"frac_reward_zero_std", frac_reward_zero_std}};
+}
+
+protocol::RunHealth RunHistory::health(const protocol::RunHealthRule& rule) const {
+  std::vector<protocol::VersionSignal> signals;
+  for (auto& v : versions)
+    if (v.updates > 0) signals.push_back({v.version, v.reward_mean, v.frac_reward_zero_std});
+  std::vector<protocol::EvalRecord> evs;
+  for (auto& [v, e] : evals) evs.push_back(e);
+  return protocol::assess_run(signals, evs, rule);
 }
 
 void RunHistory::add(const protocol::Manifest& m) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 
+#include "protocol/health.h"
 #include "protocol/records.h"
 #include "store/object_store.h"
 
@@ -27,6 +28,7 @@ struct VersionPoint {
   double aggregate_s = 0;        // the proxy's aggregation time
   double staleness_mean = 0;     // mean staleness of the folded updates
   double delta_norm = 0;
+  double frac_reward_zero_std = -1;  // of its updates' prompt groups without reward variance (-1: unknown)
   std::string proxy;
   nlohmann::json to_json() const;
 };
@@ -50,6 +52,8 @@ struct RunHistory {
   std::map<std::string, WorkerTotals> workers;     // over the versions added
   std::deque<RejectedEntry> rejected;              // newest last
   std::map<int64_t, protocol::EvalRecord> evals;   // by version
+  // The run's health by protocol/health.h's rule over the versions and evaluations held.
+  protocol::RunHealth health(const protocol::RunHealthRule& rule) const;
 
   int64_t newest() const { return versions.empty() ? -1 : versions.back().version; }
   // Adds a version newer than newest() (older or repeated ones are ignored).

@@ -24,6 +24,7 @@ void Monitor::set_run(const protocol::RunDescription& run, const std::string& pr
   task_ = cfg.task.name;
   mode_ = cfg.aggregation.mode;
   codec_ = cfg.sync.codec;
+  health_rule_ = {cfg.proxy.collapse_versions, cfg.proxy.regression_margin};
   proxy_id_ = proxy_id;
   started_ms_ = protocol::now_ms();
   start_version_ = version;
@@ -119,6 +120,7 @@ nlohmann::json Monitor::status() const {
   for (auto& [name, t] : history_.workers)
     if (!live_.workers.count(name)) add(name, nullptr);
   st["workers"] = workers;
+  st["run_health"] = history_.health(health_rule_).to_json();
   return st;
 }
 
@@ -148,6 +150,13 @@ std::string Monitor::metrics() const {
     const VersionPoint& v = history_.versions.back();
     p.family("bucketrl_train_reward", "gauge", "mean train reward of the updates folded into the newest version").sample(v.reward_mean);
     p.family("bucketrl_train_reward_spread", "gauge", "standard deviation of that reward across the folded updates").sample(v.reward_std);
+  }
+  {
+    const protocol::RunHealth h = history_.health(health_rule_);
+    p.family("bucketrl_run_health", "gauge", "1 for the run's health state (protocol/health.h: ok, collapsed, regressed)");
+    for (const char* s : {"ok", "collapsed", "regressed"}) p.sample(h.state == s ? 1 : 0, {{"state", s}});
+    p.family("bucketrl_run_health_since_version", "gauge", "the version the run's health state started at (-1 when ok)")
+        .sample(static_cast<double>(h.since_version));
   }
   if (!history_.evals.empty()) {
     const protocol::EvalRecord& e = history_.evals.rbegin()->second;

@@ -65,6 +65,7 @@ class Monitor {
   bool ready_ = false;
   std::string run_id_, task_, mode_, codec_, proxy_id_;
   int64_t started_ms_ = 0, start_version_ = -1;
+  protocol::RunHealthRule health_rule_;
   ProxyLive live_;
   RunHistory history_;
   // Over the versions newer than start_version_ (what this process has seen appear).

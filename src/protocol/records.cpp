@@ -82,6 +82,7 @@ nlohmann::json Manifest::to_json() const {
                    {"samples", u.samples}, {"weight", u.weight}, {"discount", u.discount}, {"reward_mean", u.reward_mean}, {"accuracy", u.accuracy},
                    {"norm", u.norm}});
     if (!u.signer.empty()) ups.back()["signer"] = u.signer;
+    if (u.frac_reward_zero_std >= 0) ups.back()["frac_reward_zero_std"] = u.frac_reward_zero_std;
   }
   for (auto& r : rejected) rej.push_back({{"worker", r.worker}, {"id", r.id}, {"reason", r.reason}});
   return {{"version", version}, {"parent", parent}, {"created_ms", created_ms}, {"proxy", proxy},
@@ -107,7 +108,7 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
                            u.at("payload_sha256").get<std::string>(), json_int<uint64_t>(u.at("size")), json_int<int64_t>(u.at("base_version")), json_int<int64_t>(u.at("staleness")),
                            json_int<int64_t>(u.at("steps")), json_int<int64_t>(u.at("samples")), u.at("weight").get<double>(),
                            u.value("discount", 1.0), u.at("reward_mean").get<double>(), u.at("accuracy").get<double>(), u.value("norm", 0.0),
-                           u.value("signer", "")});
+                           u.value("signer", ""), u.value("frac_reward_zero_std", -1.0)});
     for (auto& r : j.at("rejected"))
       m.rejected.push_back({r.at("worker").get<std::string>(), r.at("id").get<std::string>(), r.at("reason").get<std::string>()});
     m.cursors = j.at("cursors").get<std::map<std::string, std::string>>();

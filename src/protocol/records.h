@@ -46,6 +46,7 @@ struct FoldedUpdate {
   double reward_mean = 0, accuracy = 0;
   double norm = 0;                 // L2 norm of the decoded delta (0: unknown, older manifests)
   std::string signer{};            // "ed25519:<base64>" of a signed update, else ""
+  double frac_reward_zero_std = -1;  // its header's (-1: not reported)
 };
 
 struct RejectedUpdate {

@@ -21,9 +21,14 @@ nlohmann::json run_status(store::ObjectStore& s, int recent) {
   int64_t newest = newest_version(s).value();
   st["version"] = newest;
   nlohmann::json versions = nlohmann::json::array(), rejected = nlohmann::json::array();
-  for (int64_t v = newest; v >= 0 && v > newest - recent; --v) {
+  // Run health looks further back than the versions shown when collapse_versions asks for it.
+  const RunHealthRule rule{cfg.proxy.collapse_versions, cfg.proxy.regression_margin};
+  std::vector<VersionSignal> signals;
+  for (int64_t v = newest; v >= 0 && v > newest - std::max<int64_t>(recent, rule.collapse_versions); --v) {
     auto m = read_manifest(s, v);
     if (!m) continue;
+    if (!m->updates.empty()) signals.insert(signals.begin(), version_signal(*m));
+    if (v <= newest - recent) continue;
     versions.push_back({{"version", v}, {"created_ms", m->created_ms}, {"proxy", m->proxy}, {"updates", m->updates.size()},
                         {"rejected", m->rejected.size()}, {"reward_mean", m->stats.value("reward_mean", 0.0)},
                         {"samples", m->stats.value("samples", 0)}});
@@ -31,14 +36,17 @@ nlohmann::json run_status(store::ObjectStore& s, int recent) {
   }
   st["versions"] = versions;
   st["rejected"] = rejected;
+  // Every evaluation for the run's health (its best so far), the recent ones for display.
+  std::vector<EvalRecord> all_evals;
+  if (auto evs = s.list_all(evals_prefix()); evs)
+    for (auto& o : *evs)
+      if (auto body = s.get(o.key); body)
+        if (auto e = EvalRecord::parse(*body, o.key); e) all_evals.push_back(*e);
   nlohmann::json evals = nlohmann::json::array();
-  if (auto evs = s.list_all(evals_prefix()); evs) {
-    size_t from = evs->size() > static_cast<size_t>(recent) ? evs->size() - recent : 0;
-    for (size_t i = from; i < evs->size(); ++i)
-      if (auto body = s.get((*evs)[i].key); body)
-        if (auto e = EvalRecord::parse(*body, (*evs)[i].key); e) evals.push_back(e->to_json());
-  }
+  for (size_t i = all_evals.size() > static_cast<size_t>(recent) ? all_evals.size() - recent : 0; i < all_evals.size(); ++i)
+    evals.push_back(all_evals[i].to_json());
   st["evals"] = evals;
+  st["run_health"] = assess_run(signals, all_evals, rule).to_json();
   std::map<std::string, Heartbeat> beats;
   if (auto hb = s.list_all("heartbeats/"); hb)
     for (auto& o : *hb)
@@ -63,6 +71,9 @@ std::string format_status(const nlohmann::json& st) {
                      st["bucket"].get<std::string>(), r["task"].get<std::string>(), r["codec"].get<std::string>(),
                      r["mode"].get<std::string>());
   out += fmt::format("newest global version: {}\n", st["version"].get<int64_t>());
+  if (auto& h = st["run_health"]; h.is_object() && h["state"] != "ok")
+    out += fmt::format("run health: {} since v{}: {}\n", h["state"].get<std::string>(), h["since_version"].get<int64_t>(),
+                       h["detail"].get<std::string>());
   int64_t now = now_ms();
   for (auto& v : st["versions"])
     out += fmt::format("  v{:<6} {:>6.0f} s ago  {} updates  {} rejected  train reward {:.3f}  by {}\n",

@@ -35,6 +35,7 @@ nlohmann::json UpdateHeader::to_json() const {
                       {"payload_size", payload_size},
                       {"created_ms", created_ms},
                       {"seconds", seconds}};
+  if (frac_reward_zero_std >= 0) j["frac_reward_zero_std"] = frac_reward_zero_std;
   if (!signer.empty()) j["signer"] = signer;
   if (!signature.empty()) j["signature"] = signature;
   for (auto& [k, v] : extra.items())
@@ -92,6 +93,7 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
     h.payload_size = json_int<uint64_t>(j.at("payload_size"));
     h.created_ms = json_int<int64_t>(j.at("created_ms"));
     h.seconds = j.value("seconds", 0.0);
+    h.frac_reward_zero_std = j.value("frac_reward_zero_std", -1.0);
     h.signer = j.value("signer", "");
     h.signature = j.value("signature", "");
     nlohmann::json known = h.to_json();

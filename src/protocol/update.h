@@ -35,6 +35,9 @@ struct UpdateHeader {
   int64_t steps = 0;            // GRPO steps in this delta
   int64_t samples = 0;          // completions scored in this delta
   double reward_mean = 0, reward_std = 0, accuracy = 0;
+  // Fraction of the delta's prompt groups whose G rewards were all equal (no GRPO signal; TRL's
+  // frac_reward_zero_std); -1: not reported (older workers).
+  double frac_reward_zero_std = -1;
   std::string codec;            // fp32 | bf16 | int8 | int4
   std::string payload_sha256;
   uint64_t payload_size = 0;

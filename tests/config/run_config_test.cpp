@@ -187,3 +187,27 @@ TEST(SecurityConfig, KeyFileIsReadIntoTheList) {
   e = error_of([&] { u.resolve_key_file(); });
   EXPECT_TRUE(has(e, "allowed_keys_file = \"/nonexistent/keys\"")) << e;
 }
+
+// A config printed as JSON (`bucketrl demo --print-config`) reads back as the same config; a
+// .toml name still means TOML; a broken JSON file is named in the error.
+TEST(RunConfig, JsonFileRoundTrip) {
+  test::TempDir dir;
+  RunConfig c;
+  c.task.max_operand = 999;
+  c.lora.target_modules = {"all-linear"};
+  c.grpo.learning_rate = 3e-4;
+  c.grpo.delta = 2.5;
+  test::write_file(dir.str("run.json"), c.to_json().dump(2));
+  RunConfig back = RunConfig::from_file(dir.str("run.json"));
+  EXPECT_EQ(back.to_json(), c.to_json());
+  EXPECT_EQ(back.task.max_operand, 999);
+  test::write_file(dir.str("run.toml"), "[grpo]\nlearning_rate = 0.5\n");
+  EXPECT_DOUBLE_EQ(RunConfig::from_file(dir.str("run.toml")).grpo.learning_rate, 0.5);
+  test::write_file(dir.str("bad.json"), "{\"grpo\": ");
+  try {
+    RunConfig::from_file(dir.str("bad.json"));
+    FAIL() << "accepted a broken file";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+  }
+}

@@ -100,6 +100,8 @@ TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
       if (nt.tensor->defined()) EXPECT_TRUE(torch::equal(*nt.tensor, base[i++])) << nt.name;
     // B starts at zero; after a step with non-zero advantages it is not.
     ASSERT_GT(s.reward_std, 0.0);  // non-zero advantages, so the update is not vacuous
+    EXPECT_GE(s.frac_reward_zero_std, 0.0);
+    EXPECT_LT(s.frac_reward_zero_std, 1.0);  // some group varied, or reward_std would be 0
     EXPECT_GT(lora_b(m).abs().sum().item<double>(), 0.0);
     EXPECT_TRUE(std::isfinite(s.loss));
     // Resume: state round trip keeps the step and example counters.
@@ -238,4 +240,25 @@ TEST(Evaluate, PassAtKCountsTheSampledAnswers) {
   EXPECT_DOUBLE_EQ(greedy.pass_at_k, greedy.accuracy);
   // k = 0: not measured.
   EXPECT_EQ(grpo::evaluate(m, env.tk, *env.task, 8, 3).k, 0);
+}
+
+// A reward that is the same for every answer leaves every group uniform: frac_reward_zero_std = 1
+// (TRL's metric), zero advantages, and the adapter's B stays at zero.
+struct ConstantReward : tasks::RewardFn {
+  std::string name() const override { return "constant"; }
+  std::vector<double> score(const std::vector<const tasks::Example*>&, const std::vector<std::string>& c) override {
+    return std::vector<double>(c.size(), 1.0);
+  }
+};
+
+TEST(GrpoTrainer, UniformGroupsAreCountedAndTrainNothing) {
+  StepEnv env;
+  env.task->rewards = {std::make_shared<ConstantReward>()};
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  grpo::GrpoTrainer tr(m, env.tk, *env.task, small_grpo(0.0));
+  auto s = tr.step();
+  EXPECT_DOUBLE_EQ(s.frac_reward_zero_std, 1.0);
+  EXPECT_DOUBLE_EQ(s.reward_std, 0.0);
+  EXPECT_EQ(lora_b(m).abs().sum().item<double>(), 0.0);
 }

@@ -119,6 +119,7 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
   ASSERT_EQ(st["rejected"].size(), 1u);
   EXPECT_EQ(st["rejected"][0]["worker"], "w2");
   EXPECT_EQ(st["rejected"][0]["version"], 1);
+  EXPECT_EQ(st["run_health"]["state"], "ok");
   ASSERT_EQ(st["evals"].size(), 1u);
   EXPECT_EQ(st["evals"][0]["k"], 8);
   EXPECT_DOUBLE_EQ(st["evals"][0]["pass_at_1"].get<double>(), 0.25);
@@ -145,7 +146,8 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
                            "bucketrl_train_reward 0.7\n", "bucketrl_worker_updates_folded{worker=\"w0\"} 2\n",
                            "bucketrl_worker_device_memory_bytes{worker=\"w0\",device=\"cuda:0 NVIDIA H200\"} 3221225472\n",
                            "bucketrl_heldout_accuracy 0.5\n", "bucketrl_heldout_pass_at_k{k=\"1\"} 0.25\n",
-                           "bucketrl_heldout_pass_at_k{k=\"8\"} 0.75\n"})
+                           "bucketrl_heldout_pass_at_k{k=\"8\"} 0.75\n", "bucketrl_run_health{state=\"ok\"} 1\n",
+                           "bucketrl_run_health{state=\"collapsed\"} 0\n", "bucketrl_run_health_since_version -1\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 
   // A new version appears: the reader picks it up, the counters count it.

@@ -86,6 +86,12 @@ TEST(Update, RoundTrip) {
   EXPECT_EQ(p->header.worker, "w1");
   EXPECT_EQ(p->header.samples, 320);
   EXPECT_EQ(p->header.payload_sha256, sha256_hex(payload));
+  EXPECT_EQ(p->header.frac_reward_zero_std, -1);  // not reported: not written, read back as unknown
+  EXPECT_FALSE(p->header.to_json().contains("frac_reward_zero_std"));
+  UpdateHeader h = header();
+  h.frac_reward_zero_std = 0.25;
+  EXPECT_EQ(parse_update(encode_update(h, payload), "u")->header.frac_reward_zero_std, 0.25);
+  EXPECT_TRUE(parse_update(encode_update(h, payload), "u")->header.extra.empty());
   EXPECT_EQ(update_id_time(p->header.id), 1700000000123);
   EXPECT_EQ(update_id_time("not-an-id"), std::nullopt);
   // Ids of one worker sort in time order (ListObjects order = creation order).
