@@ -68,6 +68,7 @@ void Proxy::load() {
   auto m = protocol::read_manifest(*store_, version_).value();
   global_ = protocol::decode_adapter(protocol::read_payload(*store_, m).value(), m.payload_key).value();
   cursors_ = m.cursors;
+  best_reward_ = m.stats.value("best_reward", nlohmann::json());
   // Without the state the manifest names, momentum would silently restart from zero: fail.
   outer_ = {};
   if (std::string key = outer_state_key_of(m); !key.empty()) {
@@ -285,8 +286,12 @@ bool Proxy::publish() {
   m.stats = agg.stats;
   m.stats.update({{"aggregate_seconds", secs}, {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0},
                   {"accuracy", samples ? acc / samples : 0.0}});
-  // Over the updates that report it (run health: protocol/health.h).
+  // Over the updates that report it, and the best reward so far (run health: protocol/health.h).
   if (zero_std_samples > 0) m.stats["frac_reward_zero_std"] = zero_std / zero_std_samples;
+  nlohmann::json best = best_reward_;
+  if (samples > 0 && (!best.is_object() || rw / samples > best.value("reward_mean", 0.0)))
+    best = {{"version", m.version}, {"reward_mean", rw / samples}};
+  if (best.is_object()) m.stats["best_reward"] = best;
   const bool bf16 = cfg_.aggregation.publish_bf16();
   m.stats["payload_dtype"] = bf16 ? "bfloat16" : "float32";
   Status st;
@@ -311,6 +316,7 @@ bool Proxy::publish() {
   version_ = m.version;
   global_ = std::move(next);
   outer_ = std::move(outer);
+  best_reward_ = m.stats.value("best_reward", nlohmann::json());
   ++counters_.published;
   LOG_INFO("proxy: published v{}: {} updates, {} rejected, reward {:.3f}, |delta| {:.4f}", version_, accepted_.size(),
            rejected_.size(), samples ? rw / samples : 0.0, m.stats.value("delta_norm", 0.0));

@@ -99,6 +99,9 @@ class Proxy {
   int64_t version_ = -1;
   std::vector<codec::Tensor> global_;
   OuterState outer_;  // server momentum at version_ (from the manifest's stats.outer_state)
+  // The best train reward of any version so far (manifests carry it as stats.best_reward, so
+  // run health can be judged from the newest versions alone): {"version", "reward_mean"}.
+  nlohmann::json best_reward_;
   std::map<std::string, std::string> cursors_;
   std::map<std::string, std::string> seen_payloads_;  // payload sha256 -> worker/id
   std::map<std::string, int64_t> seen_ids_;           // worker/id -> version it was considered for

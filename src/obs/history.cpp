@@ -17,7 +17,10 @@ VersionPoint summarize_version(const protocol::Manifest& m) {
   p.proxy = m.proxy;
   p.updates = static_cast<int64_t>(m.updates.size());
   p.rejected = static_cast<int64_t>(m.rejected.size());
-  p.frac_reward_zero_std = protocol::version_signal(m).frac_reward_zero_std;
+  const protocol::VersionSignal sig = protocol::version_signal(m);
+  p.frac_reward_zero_std = sig.frac_reward_zero_std;
+  p.best_version = sig.best_version;
+  p.best_reward = sig.best_reward;
   double w = 0, rw = 0, acc = 0, stale = 0;
   for (auto& u : m.updates) {
     double s = static_cast<double>(std::max<int64_t>(u.samples, 0));
@@ -51,7 +54,7 @@ nlohmann::json VersionPoint::to_json() const {
 protocol::RunHealth RunHistory::health(const protocol::RunHealthRule& rule) const {
   std::vector<protocol::VersionSignal> signals;
   for (auto& v : versions)
-    if (v.updates > 0) signals.push_back({v.version, v.reward_mean, v.frac_reward_zero_std});
+    if (v.updates > 0) signals.push_back({v.version, v.reward_mean, v.frac_reward_zero_std, v.best_version, v.best_reward});
   std::vector<protocol::EvalRecord> evs;
   for (auto& [v, e] : evals) evs.push_back(e);
   return protocol::assess_run(signals, evs, rule);

@@ -29,6 +29,8 @@ struct VersionPoint {
   double staleness_mean = 0;     // mean staleness of the folded updates
   double delta_norm = 0;
   double frac_reward_zero_std = -1;  // of its updates' prompt groups without reward variance (-1: unknown)
+  int64_t best_version = -1;         // the run's best train reward up to it, as its proxy recorded it
+  double best_reward = 0;
   std::string proxy;
   nlohmann::json to_json() const;
 };

@@ -26,7 +26,12 @@ std::map<std::string, std::string> classify_health(const std::map<std::string, H
 }
 
 VersionSignal version_signal(const Manifest& m) {
-  return {m.version, m.stats.value("reward_mean", 0.0), m.stats.value("frac_reward_zero_std", -1.0)};
+  VersionSignal s{m.version, m.stats.value("reward_mean", 0.0), m.stats.value("frac_reward_zero_std", -1.0)};
+  if (auto b = m.stats.find("best_reward"); b != m.stats.end() && b->is_object()) {
+    s.best_version = b->value("version", int64_t{-1});
+    s.best_reward = b->value("reward_mean", 0.0);
+  }
+  return s;
 }
 
 nlohmann::json RunHealth::to_json() const {
@@ -38,19 +43,24 @@ RunHealth assess_run(const std::vector<VersionSignal>& versions, const std::vect
   RunHealth h;
   // Collapsed: a trailing streak of versions without reward variance, below the best reward.
   if (!versions.empty()) {
-    auto best = std::max_element(versions.begin(), versions.end(),
-                                 [](const VersionSignal& a, const VersionSignal& b) { return a.reward_mean < b.reward_mean; });
+    auto top = std::max_element(versions.begin(), versions.end(),
+                                [](const VersionSignal& a, const VersionSignal& b) { return a.reward_mean < b.reward_mean; });
+    // The best of the versions given, or an older one the newest manifest remembers.
+    int64_t best_version = top->version;
+    double best_reward = top->reward_mean;
+    if (versions.back().best_version >= 0 && versions.back().best_reward > best_reward)
+      best_version = versions.back().best_version, best_reward = versions.back().best_reward;
     size_t streak = 0;
     double reward = 0;
     for (auto it = versions.rbegin(); it != versions.rend() && it->frac_reward_zero_std >= 1.0 - 1e-9; ++it)
       ++streak, reward += it->reward_mean;
     reward /= std::max<size_t>(1, streak);
-    if (streak >= static_cast<size_t>(rule.collapse_versions) && reward < best->reward_mean - rule.margin) {
+    if (streak >= static_cast<size_t>(rule.collapse_versions) && reward < best_reward - rule.margin) {
       h.state = "collapsed";
       h.since_version = versions[versions.size() - streak].version;
       h.detail = fmt::format("no prompt group has had any reward variance for {} versions (since v{}): train reward "
                              "{:.3f}, best {:.3f} at v{}",
-                             streak, h.since_version, reward, best->reward_mean, best->version);
+                             streak, h.since_version, reward, best_reward, best_version);
       return h;
     }
   }

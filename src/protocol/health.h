@@ -36,11 +36,15 @@ struct RunHealthRule {
   double margin = 0.1;
 };
 
-// What the rule needs of a version: its train reward and its updates' frac_reward_zero_std
-// (sample-weighted; < 0 when its updates did not report it).
+// What the rule needs of a version: its train reward, its updates' frac_reward_zero_std
+// (sample-weighted; < 0 when its updates did not report it), and the best train reward of the
+// run up to it as its proxy recorded it (stats.best_reward; best_version -1: not recorded), so
+// that the newest versions alone can be judged.
 struct VersionSignal {
   int64_t version = 0;
   double reward_mean = 0, frac_reward_zero_std = -1;
+  int64_t best_version = -1;
+  double best_reward = 0;
 };
 VersionSignal version_signal(const Manifest& m);
 

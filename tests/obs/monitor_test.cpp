@@ -13,6 +13,7 @@
 #include "obs/proxy_http.h"
 #include "prom_check.h"
 #include "protocol/layout.h"
+#include "protocol/status.h"
 #include "store/local_store.h"
 #include "../test_files.h"
 
@@ -34,7 +35,7 @@ protocol::FoldedUpdate folded(const std::string& w, const std::string& id, int64
 }
 
 void put_manifest(store::ObjectStore& s, int64_t v, std::vector<protocol::FoldedUpdate> ups,
-                  std::vector<protocol::RejectedUpdate> rej = {}, double agg_s = 0) {
+                  std::vector<protocol::RejectedUpdate> rej = {}, double agg_s = 0, nlohmann::json stats = {}) {
   protocol::Manifest m;
   m.version = v;
   m.parent = v - 1;
@@ -45,6 +46,7 @@ void put_manifest(store::ObjectStore& s, int64_t v, std::vector<protocol::Folded
   m.updates = std::move(ups);
   m.rejected = std::move(rej);
   m.stats = {{"aggregate_seconds", agg_s}};
+  if (stats.is_object()) m.stats.update(stats);
   ASSERT_TRUE(s.put(protocol::manifest_key(v), m.to_json().dump()));
 }
 
@@ -173,6 +175,42 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
   EXPECT_NE(d.body.find("id=\"chart-reward-time\""), std::string::npos);
   EXPECT_EQ(d.body.find("http://"), std::string::npos);  // self-contained: nothing fetched from elsewhere
   EXPECT_EQ(d.body.find("https://"), std::string::npos);
+}
+
+// A run that learned and then lost every bit of reward variance: the proxy's /status and
+// /metrics and `bucketrl status` (from the bucket alone) all call it collapsed, from v4.
+TEST(Monitor, CollapsedRunIsFlaggedEverywhere) {
+  test::TempDir tmp;
+  store::LocalStore writer(tmp.path.string());
+  protocol::RunDescription run;
+  run.run_id = "run-collapse";
+  run.config = RunConfig().to_json();
+  ASSERT_TRUE(writer.put(protocol::run_key(), run.to_json().dump()));
+  put_manifest(writer, 0, {});
+  for (int64_t v = 1; v <= 23; ++v) {
+    const bool early = v <= 3;  // then 20 versions (proxy.collapse_versions) without variance
+    put_manifest(writer, v, {folded("w0", "u" + std::to_string(100 + v), 64, early ? 0.9 : 0.0, 100, 0)}, {}, 0,
+                 {{"reward_mean", early ? 0.9 : 0.0}, {"frac_reward_zero_std", early ? 0.2 : 1.0},
+                  {"best_reward", {{"version", 1}, {"reward_mean", 0.9}}}});  // as the proxy records it
+  }
+  ASSERT_TRUE(writer.put(protocol::latest_key(), "23"));
+  obs::Monitor mon(std::make_unique<store::LocalStore>(tmp.path.string()));
+  obs::ProxyLive live;
+  live.version = 23;
+  mon.update(live);
+  mon.set_run(run, "p-test", 23);
+  mon.sync_once();
+  auto h = mon.status()["run_health"];
+  EXPECT_EQ(h["state"], "collapsed") << h.dump();
+  EXPECT_EQ(h["since_version"], 4);
+  std::string text = mon.metrics();
+  for (const char* line : {"bucketrl_run_health{state=\"collapsed\"} 1\n", "bucketrl_run_health{state=\"ok\"} 0\n",
+                           "bucketrl_run_health_since_version 4\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  // Shows 5 versions, judges health over the newest 20: the best (v1) only through best_reward.
+  auto st = protocol::run_status(writer, 5);
+  EXPECT_EQ(st["run_health"], h);
+  EXPECT_NE(protocol::format_status(st).find("run health: collapsed since v4"), std::string::npos);
 }
 
 TEST(Monitor, TokenFromFileOrEnvironment) {
