@@ -300,6 +300,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     if (auto nv = protocol::newest_version(*store); nv && *nv > version) {
       try {
         adopt(*nv);
+        if (cfg.sync.optimizer_state == "reset") trainer.reset_optimizer();  // see SyncConfig::optimizer_state
         ++sum.adopted;
         LOG_INFO("worker {}: adopted global version {}", id, version);
       } catch (const UserError& e) {

@@ -26,6 +26,13 @@ struct SyncConfig {
   double topk_density = 1.0 / 64;  // ... and the fraction of each run sent (SparseLoCo: 64 of 4096)
   int zstd_level = 3;              // 0 = no compression
   bool error_feedback = true;      // keep the quantization residual, add it to the next delta
+  // What a worker's AdamW state does when the worker adopts a new global version: reset (a
+  // fresh optimizer, as at start) or keep. Kept moments belong to the worker's own trajectory,
+  // which the global version already holds folded. Measured (issue 21, 240 s chaos runs):
+  // kept, workers' rewards fell from 0.95 to 0 within one step 15 times and the run collapsed;
+  // reset, 0 such falls in two seeds, but 4 and a collapse in a third: it helps, it is not the
+  // whole cause.
+  std::string optimizer_state = "reset";
   ConfigTable table();
   void validate() const;
 };

@@ -140,6 +140,8 @@ PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m)
 
 PolicyOptimizer::~PolicyOptimizer() = default;
 
+void PolicyOptimizer::reset_state() { opt_->state().clear(); }
+
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
                          bool mask_truncated_completions) {
   const int64_t N = static_cast<int64_t>(comps.size());

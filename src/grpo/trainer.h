@@ -112,6 +112,7 @@ class PolicyOptimizer {
   PolicyStats optimize(const PolicyBatch& b, double lr);
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
+  void reset_state();  // AdamW's moments and step count back to a fresh optimizer's
 
  private:
   model::Model& m_;
@@ -135,6 +136,7 @@ class GrpoTrainer {
   void save_state(const std::string& path);
   void load_state(const std::string& path);
   double current_lr() const;
+  void reset_optimizer() { policy_->reset_state(); }
   // Count of reference (adapter-off) forward passes run: 0 when beta == 0.
   int64_t reference_passes() const { return policy_->reference_passes(); }
 

@@ -262,3 +262,30 @@ TEST(GrpoTrainer, UniformGroupsAreCountedAndTrainNothing) {
   EXPECT_DOUBLE_EQ(s.reward_std, 0.0);
   EXPECT_EQ(lora_b(m).abs().sum().item<double>(), 0.0);
 }
+
+// reset_optimizer() makes AdamW fresh: its first bias-corrected step moves every parameter
+// that has a gradient by lr * g / (|g| + eps), i.e. by lr (weight decay 0). A step with kept
+// moments does not: their ratio m / sqrt(v) varies from parameter to parameter.
+TEST(GrpoTrainer, ResetOptimizerMakesTheNextStepAFreshAdamStep) {
+  StepEnv env;
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  auto g = small_grpo(0.0);
+  g.lr_scheduler_type = "constant";
+  grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+  // Median |change| of the lora_B entries that moved in one step.
+  auto step_size = [&] {
+    auto before = lora_b(m);
+    tr.step();
+    auto d = (lora_b(m) - before).abs();
+    d = d.index({d > 0});
+    EXPECT_GT(d.numel(), 100);
+    return d.median().item<double>();
+  };
+  const double first = step_size();
+  EXPECT_NEAR(first, g.learning_rate, 1e-3 * g.learning_rate);  // fresh: a sign step
+  const double kept = step_size();
+  EXPECT_GT(std::abs(kept - g.learning_rate), 0.05 * g.learning_rate);
+  tr.reset_optimizer();
+  EXPECT_NEAR(step_size(), g.learning_rate, 1e-3 * g.learning_rate);
+}
