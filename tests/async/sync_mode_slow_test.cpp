@@ -102,6 +102,9 @@ TEST(SyncMode, ARoundWithEveryDeltaRejectedStillEnds) {
   ASSERT_GE(s.versions, 3) << s.verify.summary();
   auto store = protocol::open_bucket(s.bucket);
   int64_t rejected = 0;
+  // Every round ended on the workers' deltas (folded or rejected). A round in which a worker's
+  // groups all had equal rewards sends an exact zero delta, which passes the bound: since
+  // workers reset AdamW on adoption ([sync] optimizer_state) nothing moves them then.
   // Nothing but zero deltas was folded: every version is version 0's adapter (compared by the
   // manifests' sha256: old payloads are collected).
   const auto sha0 = protocol::read_manifest(*store, 0).value().payload_sha256;
@@ -111,6 +114,7 @@ TEST(SyncMode, ARoundWithEveryDeltaRejectedStillEnds) {
     for (auto& u : m.updates) EXPECT_EQ(u.norm, 0) << "v" << v;  // only zero deltas pass (equal rewards in every group)
     for (auto& r : m.rejected) EXPECT_EQ(r.reason.rfind("norm", 0), 0u) << r.reason;
     rejected += static_cast<int64_t>(m.rejected.size());
+    EXPECT_GT(m.updates.size() + m.rejected.size(), 0u) << "v" << v;
   }
-  EXPECT_GE(rejected, s.versions);
+  EXPECT_GT(rejected, 0);
 }
