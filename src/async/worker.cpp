@@ -301,6 +301,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
       try {
         adopt(*nv);
         if (cfg.sync.optimizer_state == "reset") trainer.reset_optimizer();  // see SyncConfig::optimizer_state
+        if (cfg.sync.optimizer_state == "reset_momentum") trainer.reset_momentum();
         ++sum.adopted;
         LOG_INFO("worker {}: adopted global version {}", id, version);
       } catch (const UserError& e) {
@@ -331,7 +332,8 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
     win.add(s);
     log_lines += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id}, {"step", sum.steps},
                                 {"version", version}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
-                                {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl},
+                                {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
+                                {"clip_ratio", s.clip_ratio},
                                 {"frac_reward_zero_std", s.frac_reward_zero_std},
                                 {"completion_length", s.completion_length}, {"seconds", step_s},
                                 {"gen_seconds", s.gen_seconds}, {"score_seconds", s.score_seconds},

@@ -27,7 +27,7 @@ ConfigTable SyncConfig::table() {
       .add("zstd_level", &zstd_level, "0 = no compression")
       .add("error_feedback", &error_feedback, "carry the quantization residual into the next delta")
       .add("optimizer_state", &optimizer_state,
-           "reset | keep: a worker's AdamW state when it adopts a new global version (reset: measured stable)");
+           "reset_momentum | reset | keep: a worker's AdamW state when it adopts a new global version");
   return t;
 }
 
@@ -44,8 +44,8 @@ void SyncConfig::validate() const {
   if (!(topk_density > 0 && topk_density <= 1)) bad("sync", "topk_density", std::to_string(topk_density), "must be in (0, 1]");
   if (block_size < 8 || block_size > 4096) bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
   if (zstd_level < 0 || zstd_level > 19) bad("sync", "zstd_level", std::to_string(zstd_level), "must be in [0, 19]");
-  if (optimizer_state != "reset" && optimizer_state != "keep")
-    bad("sync", "optimizer_state", "\"" + optimizer_state + "\"", "must be reset or keep");
+  if (optimizer_state != "reset_momentum" && optimizer_state != "reset" && optimizer_state != "keep")
+    bad("sync", "optimizer_state", "\"" + optimizer_state + "\"", "must be reset_momentum, reset or keep");
 }
 
 ConfigTable ProxyConfig::table() {

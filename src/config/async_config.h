@@ -26,13 +26,15 @@ struct SyncConfig {
   double topk_density = 1.0 / 64;  // ... and the fraction of each run sent (SparseLoCo: 64 of 4096)
   int zstd_level = 3;              // 0 = no compression
   bool error_feedback = true;      // keep the quantization residual, add it to the next delta
-  // What a worker's AdamW state does when the worker adopts a new global version: reset (a
-  // fresh optimizer, as at start) or keep. Kept moments belong to the worker's own trajectory,
-  // which the global version already holds folded. Measured (issue 21, 240 s chaos runs):
-  // kept, workers' rewards fell from 0.95 to 0 within one step 15 times and the run collapsed;
-  // reset, 0 such falls in two seeds, but 4 and a collapse in a third: it helps, it is not the
-  // whole cause.
-  std::string optimizer_state = "reset";
+  // What a worker's AdamW state does when it adopts a new global version. reset_momentum:
+  // the first moment is zeroed (it points along the worker's own trajectory, which the new
+  // version already holds folded), the second moment and step count stay (they measure the
+  // task's gradient scale). reset: a fresh optimizer, whose first steps are sign(g) x lr in
+  // every coordinate, noise included, so the adapter random-walks (one process reset every 25
+  // steps: LoRA norm 25.3 after 3000 steps vs 9.8 never reset, 8.4 momentum reset) and long
+  // runs collapsed. keep: kept momentum re-pushes along what was folded. Issue 21,
+  // BENCHMARKS.md "Long runs stay learned".
+  std::string optimizer_state = "reset_momentum";
   ConfigTable table();
   void validate() const;
 };

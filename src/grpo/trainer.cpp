@@ -142,6 +142,10 @@ PolicyOptimizer::~PolicyOptimizer() = default;
 
 void PolicyOptimizer::reset_state() { opt_->state().clear(); }
 
+void PolicyOptimizer::reset_momentum() {
+  for (auto& [key, st] : opt_->state()) static_cast<torch::optim::AdamWParamState&>(*st).exp_avg().zero_();
+}
+
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
                          bool mask_truncated_completions) {
   const int64_t N = static_cast<int64_t>(comps.size());

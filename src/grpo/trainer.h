@@ -113,6 +113,7 @@ class PolicyOptimizer {
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
   void reset_state();  // AdamW's moments and step count back to a fresh optimizer's
+  void reset_momentum();  // the first moment only: the second moment and step count stay
 
  private:
   model::Model& m_;
@@ -137,6 +138,8 @@ class GrpoTrainer {
   void load_state(const std::string& path);
   double current_lr() const;
   void reset_optimizer() { policy_->reset_state(); }
+  void reset_momentum() { policy_->reset_momentum(); }
+  torch::optim::AdamW& optimizer() { return policy_->adamw(); }
   // Count of reference (adapter-off) forward passes run: 0 when beta == 0.
   int64_t reference_passes() const { return policy_->reference_passes(); }
 

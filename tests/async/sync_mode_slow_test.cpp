@@ -104,7 +104,7 @@ TEST(SyncMode, ARoundWithEveryDeltaRejectedStillEnds) {
   int64_t rejected = 0;
   // Every round ended on the workers' deltas (folded or rejected). A round in which a worker's
   // groups all had equal rewards sends an exact zero delta, which passes the bound: since
-  // workers reset AdamW on adoption ([sync] optimizer_state) nothing moves them then.
+  // workers zero AdamW's momentum on adoption ([sync] optimizer_state) nothing moves them then.
   // Nothing but zero deltas was folded: every version is version 0's adapter (compared by the
   // manifests' sha256: old payloads are collected).
   const auto sha0 = protocol::read_manifest(*store, 0).value().payload_sha256;

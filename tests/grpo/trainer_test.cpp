@@ -289,3 +289,56 @@ TEST(GrpoTrainer, ResetOptimizerMakesTheNextStepAFreshAdamStep) {
   tr.reset_optimizer();
   EXPECT_NEAR(step_size(), g.learning_rate, 1e-3 * g.learning_rate);
 }
+
+// reset_momentum() zeroes AdamW's first moment and keeps its second moment and step count, so
+// the next step is AdamW's rule (Loshchilov & Hutter; torch.optim.AdamW's documentation) from
+// m = 0, derived here in double: m' = (1 - b1) g, v' = b2 v + (1 - b2) g^2, t' = t + 1,
+// p' = p (1 - lr wd) - lr (m' / (1 - b1^t')) / (sqrt(v' / (1 - b2^t')) + eps).
+TEST(GrpoTrainer, ResetMomentumKeepsTheSecondMomentAndStepCount) {
+  StepEnv env;
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  auto g = small_grpo(0.0);
+  g.lr_scheduler_type = "constant";
+  g.weight_decay = 0.01;
+  grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+  for (int i = 0; i < 3; ++i) tr.step();
+  auto& opt = tr.optimizer();
+  auto state = [&](const torch::Tensor& p) -> torch::optim::AdamWParamState& {
+    return static_cast<torch::optim::AdamWParamState&>(*opt.state().at(p.unsafeGetTensorImpl()));
+  };
+  const auto params = opt.param_groups().at(0).params();
+  std::vector<torch::Tensor> v, before;
+  std::vector<int64_t> t;
+  for (auto& p : params) {
+    v.push_back(state(p).exp_avg_sq().to(torch::kDouble));
+    t.push_back(state(p).step());
+    EXPECT_GT(state(p).exp_avg().abs().max().item<double>(), 0.0);
+  }
+  tr.reset_momentum();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(state(params[i]).exp_avg().abs().max().item<double>(), 0.0);
+    EXPECT_TRUE(torch::equal(state(params[i]).exp_avg_sq().to(torch::kDouble), v[i]));
+    EXPECT_EQ(state(params[i]).step(), 3);
+    before.push_back(params[i].detach().to(torch::kDouble));
+  }
+  tr.step();
+  const double lr = g.learning_rate, b1 = g.adam_beta1, b2 = g.adam_beta2, eps = g.adam_epsilon;
+  double worst = 0;
+  std::vector<torch::Tensor> moves;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto gr = params[i].grad().to(torch::kDouble);
+    const double tn = static_cast<double>(t[i] + 1);
+    auto mn = (1 - b1) * gr, vn = b2 * v[i] + (1 - b2) * gr * gr;
+    auto want = before[i] * (1 - lr * g.weight_decay) -
+                lr * (mn / (1 - std::pow(b1, tn))) / ((vn / (1 - std::pow(b2, tn))).sqrt() + eps);
+    worst = std::max(worst, (params[i].detach().to(torch::kDouble) - want).abs().max().item<double>());
+    moves.push_back((want - before[i]).abs().flatten());
+  }
+  EXPECT_LT(worst, 1e-7);  // f32 arithmetic vs the double derivation
+  auto d = torch::cat(moves);
+  d = d.index({d > 0});
+  const double median = d.median().item<double>();
+  EXPECT_GT(median, 1e-3 * lr);  // the step is not nothing
+  EXPECT_LT(median, 0.5 * lr);   // and, from m = 0 with v kept, far from a fresh sign step of lr
+}
