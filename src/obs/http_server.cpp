@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "util/error.h"
@@ -19,7 +20,13 @@ namespace brl::obs {
 namespace {
 
 constexpr size_t kMaxHead = 16 * 1024;  // request line + headers
-constexpr int kIoTimeoutMs = 3000;
+// A client gets this long from its connection to the end of its request head, and this long
+// to take the answer: per connection in all, not per recv() (a byte a second must not keep a
+// connection forever). Connections wait for their heads side by side, up to kMaxConnections;
+// past that the oldest is dropped, so slow or idle clients cannot starve the others.
+constexpr int kHeadDeadlineMs = 5000;
+constexpr int kSendDeadlineMs = 3000;
+constexpr size_t kMaxConnections = 128;
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -68,12 +75,27 @@ bool base64_decode(std::string_view in, std::string* out) {
   return true;
 }
 
-bool send_all(int fd, std::string_view data) {
+using Clock = std::chrono::steady_clock;
+
+int ms_left(Clock::time_point deadline) {
+  return static_cast<int>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+}
+
+// On a non-blocking socket: everything, or false once the deadline passes or the peer is gone.
+bool send_all(int fd, std::string_view data, int deadline_ms = kSendDeadlineMs) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(deadline_ms);
   while (!data.empty()) {
     ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    pollfd p{fd, POLLOUT, 0};
+    const int left = ms_left(deadline);
+    if (left == 0 || ::poll(&p, 1, left) <= 0) return false;
   }
   return true;
 }
@@ -210,7 +232,7 @@ Status HttpServer::start() {
     return {StatusCode::kInvalidArgument,
             "HTTP on " + where + " would be reachable from other machines, and no token is set: set BRL_PROXY_TOKEN "
             "(or --http-token-file FILE), or bind to 127.0.0.1"};
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);  // accept() drains the queue
   if (fd < 0) return {StatusCode::kIOError, "HTTP " + where + ": socket: " + std::strerror(errno)};
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a restarted proxy rebinds at once
@@ -218,7 +240,7 @@ Status HttpServer::start() {
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(addr_.port));
   inet_pton(AF_INET, addr_.host.c_str(), &sa.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 64) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 512) != 0) {
     std::string err = std::strerror(errno);
     ::close(fd);
     return {StatusCode::kIOError, "HTTP " + where + ": cannot listen: " + err};
@@ -240,46 +262,85 @@ void HttpServer::stop() {
 }
 
 void HttpServer::serve() {
+  struct Conn {
+    int fd;
+    Clock::time_point deadline;
+    std::string head;
+  };
+  std::vector<Conn> conns;  // oldest first
+  std::vector<pollfd> p;
+  auto drop = [&](size_t i) {
+    ::close(conns[i].fd);
+    conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
+  };
   while (!stop_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    try {
-      handle_connection(fd);
-    } catch (const std::exception& e) {  // a handler's bug must not end the server
-      LOG_WARN("http: {}", e.what());
+    p.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    int wait_ms = 200;
+    for (auto& c : conns) {
+      p.push_back({c.fd, POLLIN, 0});
+      wait_ms = std::min(wait_ms, ms_left(c.deadline));
     }
-    ::close(fd);
+    if (::poll(p.data(), p.size(), wait_ms) < 0 && errno != EINTR) continue;
+    // Newest first, so that erasing keeps the indexes of those not yet visited.
+    for (size_t i = conns.size(); i-- > 0;) {
+      Conn& c = conns[i];
+      bool done = false;
+      if (p[i + 1].revents != 0) {
+        try {
+          done = read_head(c.fd, c.head);
+        } catch (const std::exception& e) {  // a handler's bug must not end the server
+          LOG_WARN("http: {}", e.what());
+          done = true;
+        }
+      }
+      if (!done && ms_left(c.deadline) == 0) {
+        send_all(c.fd, format_response({408, "text/plain; charset=utf-8", "request head not complete in time\n", {}}), 100);
+        done = true;
+      }
+      if (done) drop(i);
+    }
+    if (p[0].revents & POLLIN) {
+      for (;;) {  // everything queued; the oldest waiting clients make room
+        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        std::string head;
+        if (read_head(fd, head)) {  // most clients send their head with the connect
+          ::close(fd);
+          continue;
+        }
+        if (conns.size() >= kMaxConnections) drop(0);
+        conns.push_back({fd, Clock::now() + std::chrono::milliseconds(kHeadDeadlineMs), std::move(head)});
+      }
+    }
   }
+  while (!conns.empty()) drop(conns.size() - 1);
 }
 
-void HttpServer::handle_connection(int fd) {
-  timeval tv{kIoTimeoutMs / 1000, (kIoTimeoutMs % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  std::string head;
+bool HttpServer::read_head(int fd, std::string& head) {
   char buf[4096];
-  size_t end;
   for (;;) {
-    end = head.find("\r\n\r\n");
-    if ((end == std::string::npos ? head.size() : end) > kMaxHead) {
-      send_all(fd, format_response({431, "text/plain; charset=utf-8", "request head over 16 KiB\n", {}}));
-      return;
-    }
-    if (end != std::string::npos) break;
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // closed or timed out before a whole head arrived
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;  // more later
+    if (n <= 0) return true;  // closed before a whole head arrived
+    // Only the new bytes (and the 3 before them) can complete the blank line.
+    const size_t from = head.size() < 3 ? 0 : head.size() - 3;
     head.append(buf, static_cast<size_t>(n));
+    const size_t end = head.find("\r\n\r\n", from);
+    if ((end == std::string::npos ? head.size() : end) > kMaxHead) {
+      send_all(fd, format_response({431, "text/plain; charset=utf-8", "request head over 16 KiB\n", {}}));
+      return true;
+    }
+    if (end == std::string::npos) continue;
+    auto req = parse_request(std::string_view(head).substr(0, end + 4));
+    if (!req) {
+      send_all(fd, format_response({400, "text/plain; charset=utf-8", req.status().message() + "\n", {}}));
+      return true;
+    }
+    HttpResponse r = respond(*req);
+    send_all(fd, format_response(r, req->method == "HEAD"));
+    return true;
   }
-  auto req = parse_request(std::string_view(head).substr(0, end + 4));
-  if (!req) {
-    send_all(fd, format_response({400, "text/plain; charset=utf-8", req.status().message() + "\n", {}}));
-    return;
-  }
-  HttpResponse r = respond(*req);
-  send_all(fd, format_response(r, req->method == "HEAD"));
 }
 
 HttpResponse HttpServer::respond(const HttpRequest& req) const {

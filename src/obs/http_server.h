@@ -1,8 +1,10 @@
 // A small HTTP/1.1 server on POSIX sockets for the proxy's observability endpoints
 // (/health, /status, /metrics, the dashboard). Dependency-free and deliberately modest:
-// GET and HEAD only, one request per connection (Connection: close), requests handled one
-// at a time on the server's own thread with short socket timeouts, so a slow client delays
-// other HTTP clients at most a few seconds and never the caller's thread.
+// GET and HEAD only, one request per connection (Connection: close), all on the server's own
+// thread: connections wait for their request heads side by side (poll), each within a
+// deadline of its own, and handlers run one at a time, never on the caller's thread. Slow,
+// idle or oversized clients cannot hold it (BENCHMARKS.md "The proxy's HTTP server" measures
+// this beside cpp-httplib).
 //
 // Auth: on a loopback address nothing is required. Bound to any other address, every route
 // not registered as public needs `Authorization: Bearer <token>` (or HTTP Basic with the
@@ -86,7 +88,9 @@ class HttpServer {
     bool is_public = false;
   };
   void serve();
-  void handle_connection(int fd);
+  // Reads what a connection has sent; once its head is whole (or too big, or the client is
+  // gone) answers it and returns true: the connection is done.
+  bool read_head(int fd, std::string& head);
 
   ListenAddress addr_;
   std::string token_;  // never logged

@@ -29,19 +29,26 @@ struct RawResponse {
   std::string head, body;
 };
 
-inline RawResponse http_exchange(int port, const std::string& request) {
-  RawResponse r;
+// A connected loopback socket whose reads give up after `recv_timeout_s`; -1 if refused.
+inline int connect_loopback(int port, int recv_timeout_s = 5) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  timeval tv{5, 0};
+  timeval tv{recv_timeout_s, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
     ::close(fd);
-    return r;
+    return -1;
   }
+  return fd;
+}
+
+inline RawResponse http_exchange(int port, const std::string& request) {
+  RawResponse r;
+  int fd = connect_loopback(port);
+  if (fd < 0) return r;
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string all;
   char buf[8192];

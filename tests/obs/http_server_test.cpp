@@ -3,6 +3,10 @@
 // refusal to start without one), over real sockets.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "http_client.h"
 #include "obs/http_server.h"
 #include "util/error.h"
@@ -170,4 +174,98 @@ TEST(HttpServer, AnAddressInUseIsAnErrorNamingIt) {
   Status st = b.start();
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(a.port())), std::string::npos) << st.message();
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+// What a connection reads until the server closes it (or the read times out).
+std::string read_to_close(int fd) {
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) all.append(buf, static_cast<size_t>(n));
+  return all;
+}
+}  // namespace
+
+// Slowloris: clients that send a request head a byte at a time and never finish it, and
+// clients that connect and send nothing. Handled one connection at a time with a timeout per
+// recv(), the first such client held the server as long as it kept dripping.
+TEST(HttpServer, SlowAndIdleClientsDoNotHoldOthers) {
+  TestServer t("127.0.0.1", "");
+  t.ready = true;
+  ASSERT_TRUE(t.server.start());
+  const int port = t.server.port();
+  std::vector<int> slow, idle;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(test::connect_loopback(port));
+    idle.push_back(test::connect_loopback(port));
+    ASSERT_GE(slow.back(), 0);
+    ASSERT_GE(idle.back(), 0);
+    ::send(slow.back(), "GET /health HTTP/1.1\r\nX-Slow: ", 30, MSG_NOSIGNAL);
+  }
+  std::atomic<bool> stop{false};
+  std::thread drip([&] {
+    while (!stop) {
+      for (int fd : slow) ::send(fd, "a", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(test::http_get(port, "/health").status, 200);
+    EXPECT_LT(seconds_since(t0), 1.0) << "a normal request waited behind the slow clients";
+  }
+  stop = true;
+  drip.join();
+  for (int fd : slow) ::close(fd);
+  for (int fd : idle) ::close(fd);
+}
+
+// Every connection has 5 s from its connect to the end of its head, however it drips: then
+// 408 and closed.
+TEST(HttpServer, AHeadNotCompleteWithinItsDeadlineGets408) {
+  TestServer t("127.0.0.1", "");
+  ASSERT_TRUE(t.server.start());
+  int fd = test::connect_loopback(t.server.port(), 20);
+  ASSERT_GE(fd, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ::send(fd, "GET /health HTTP/1.1\r\nX-Slow: ", 30, MSG_NOSIGNAL);
+  std::atomic<bool> stop{false};
+  std::thread drip([&] {
+    while (!stop && seconds_since(t0) < 15) {
+      ::send(fd, "a", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  const std::string got = read_to_close(fd);
+  const double took = seconds_since(t0);
+  stop = true;
+  drip.join();
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 408 ", 0), 0u) << got;
+  EXPECT_GT(took, 4.5);
+  EXPECT_LT(took, 7.0);
+}
+
+// Past 128 waiting connections the oldest is dropped for the newcomer: a flood of idle
+// connections cannot lock out a real client.
+TEST(HttpServer, AFloodOfConnectionsDropsTheOldestNotTheNewest) {
+  TestServer t("127.0.0.1", "");
+  t.ready = true;
+  ASSERT_TRUE(t.server.start());
+  const int port = t.server.port();
+  std::vector<int> flood;
+  for (int i = 0; i < 300; ++i) {
+    flood.push_back(test::connect_loopback(port, 3));
+    ASSERT_GE(flood.back(), 0) << i;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(test::http_get(port, "/health").status, 200);
+  EXPECT_LT(seconds_since(t0), 1.0);
+  EXPECT_EQ(read_to_close(flood.front()), "");  // closed by the server, not timed out
+  EXPECT_LT(seconds_since(t0), 2.0);
+  for (int fd : flood) ::close(fd);
 }
