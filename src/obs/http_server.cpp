@@ -285,14 +285,7 @@ void HttpServer::serve() {
     for (size_t i = conns.size(); i-- > 0;) {
       Conn& c = conns[i];
       bool done = false;
-      if (p[i + 1].revents != 0) {
-        try {
-          done = read_head(c.fd, c.head);
-        } catch (const std::exception& e) {  // a handler's bug must not end the server
-          LOG_WARN("http: {}", e.what());
-          done = true;
-        }
-      }
+      if (p[i + 1].revents != 0) done = read_head(c.fd, c.head);
       if (!done && ms_left(c.deadline) == 0) {
         send_all(c.fd, format_response({408, "text/plain; charset=utf-8", "request head not complete in time\n", {}}), 100);
         done = true;
@@ -337,8 +330,11 @@ bool HttpServer::read_head(int fd, std::string& head) {
       send_all(fd, format_response({400, "text/plain; charset=utf-8", req.status().message() + "\n", {}}));
       return true;
     }
-    HttpResponse r = respond(*req);
-    send_all(fd, format_response(r, req->method == "HEAD"));
+    try {
+      send_all(fd, format_response(respond(*req), req->method == "HEAD"));
+    } catch (const std::exception& e) {  // a bug in answering must not end the server's thread
+      LOG_WARN("http: {}", e.what());
+    }
     return true;
   }
 }

@@ -263,16 +263,29 @@ TEST(GrpoTrainer, UniformGroupsAreCountedAndTrainNothing) {
   EXPECT_EQ(lora_b(m).abs().sum().item<double>(), 0.0);
 }
 
+// A trainer on a random byte-level model with the small adapter, at a constant learning rate:
+// the optimizer-state tests.
+struct OptimizerEnv {
+  StepEnv env;
+  model::Model m = model::random_model(byte_config(), 11, 0.2);
+  grpo::GrpoConfig g;
+  grpo::GrpoTrainer tr;
+  explicit OptimizerEnv(double weight_decay)
+      : g(constant_lr(small_grpo(0.0), weight_decay)),
+        tr((attach_small_lora(m), m), env.tk, *env.task, g) {}  // the adapter before the trainer sees m
+  static grpo::GrpoConfig constant_lr(grpo::GrpoConfig c, double weight_decay) {
+    c.lr_scheduler_type = "constant";
+    c.weight_decay = weight_decay;
+    return c;
+  }
+};
+
 // reset_optimizer() makes AdamW fresh: its first bias-corrected step moves every parameter
 // that has a gradient by lr * g / (|g| + eps), i.e. by lr (weight decay 0). A step with kept
 // moments does not: their ratio m / sqrt(v) varies from parameter to parameter.
 TEST(GrpoTrainer, ResetOptimizerMakesTheNextStepAFreshAdamStep) {
-  StepEnv env;
-  auto m = model::random_model(byte_config(), 11, 0.2);
-  attach_small_lora(m);
-  auto g = small_grpo(0.0);
-  g.lr_scheduler_type = "constant";
-  grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+  OptimizerEnv e(0.0);
+  auto& [env, m, g, tr] = e;
   // Median |change| of the lora_B entries that moved in one step.
   auto step_size = [&] {
     auto before = lora_b(m);
@@ -295,13 +308,8 @@ TEST(GrpoTrainer, ResetOptimizerMakesTheNextStepAFreshAdamStep) {
 // m = 0, derived here in double: m' = (1 - b1) g, v' = b2 v + (1 - b2) g^2, t' = t + 1,
 // p' = p (1 - lr wd) - lr (m' / (1 - b1^t')) / (sqrt(v' / (1 - b2^t')) + eps).
 TEST(GrpoTrainer, ResetMomentumKeepsTheSecondMomentAndStepCount) {
-  StepEnv env;
-  auto m = model::random_model(byte_config(), 11, 0.2);
-  attach_small_lora(m);
-  auto g = small_grpo(0.0);
-  g.lr_scheduler_type = "constant";
-  g.weight_decay = 0.01;
-  grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+  OptimizerEnv e(0.01);
+  auto& [env, m, g, tr] = e;
   for (int i = 0; i < 3; ++i) tr.step();
   auto& opt = tr.optimizer();
   auto state = [&](const torch::Tensor& p) -> torch::optim::AdamWParamState& {
