@@ -1,5 +1,5 @@
 // aggregate_bench: time for the proxy to fold N updates of one adapter, per aggregation mode
-// (async/aggregate.h).
+// (proxy/aggregate.h).
 //
 //   aggregate_bench [--updates 256] [--reps 3] [--layers 24] [--modes fedavg,exact,trimmed_mean,median,nesterov]
 // Shape: Qwen2.5-0.5B (hidden 896, 14 x 64 query heads, 2 kv heads, intermediate 4864), LoRA
@@ -21,7 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "async/aggregate.h"
+#include "async/aten_factorizer.h"
+#include "proxy/aggregate.h"
 #include "bench_util.h"
 #include "util/error.h"
 
@@ -103,13 +104,15 @@ int main(int argc, char** argv) {
       for (int u = 0; u < updates; ++u) deltas.push_back(module(base, m, r, rng, 1e-3f));
       gen_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       floats += global[0].data.size() + global[1].data.size();
-      async::AggregateInput in{&global, {}, {}};
+      proxy::AggregateInput in;
+      in.global = &global;
+      in.factorizer = &async::aten_factorizer();
       for (int u = 0; u < updates; ++u) in.deltas.push_back(&deltas[u]), in.weights.push_back(64.0 * (1 + u % 4));
       for (auto& mode : modes)
         for (int rep = 0; rep < reps; ++rep) {
-          async::OuterState st;  // nesterov: its first step (allocating the zero buffer included)
+          proxy::OuterState st;  // nesterov: its first step (allocating the zero buffer included)
           auto t1 = std::chrono::steady_clock::now();
-          auto res = async::aggregate(cfgs[mode], in, &st);
+          auto res = proxy::aggregate(cfgs[mode], in, &st);
           secs[mode][rep] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
           if (res.stats.contains("reconstruction_error"))
             max_err[mode] = std::max(max_err[mode], res.stats["reconstruction_error"]["max"].get<double>());

@@ -12,6 +12,7 @@
 #include "codec/codec.h"
 #include "protocol/records.h"
 #include "protocol/update.h"
+#include "proxy_seeds.h"
 #include "util/safetensors.h"
 
 using namespace brl;
@@ -114,6 +115,14 @@ void records_seeds() {
   protocol::EvalRecord e{2, 200, 1764770000000, 0.55, 0.55};
   put("records", "eval", std::string(1, '\3') + e.to_json().dump());
 }
+// Byte 0: odd = the signed run, even = the unsigned one (proxy_admission_fuzz.cpp).
+void proxy_admission_seeds() {
+  auto updates = fuzz::proxy_seed_updates();
+  for (size_t i = 0; i < updates.size(); ++i) {
+    put("proxy_admission", "signed_run_" + std::to_string(i), std::string(1, 1) + updates[i]);
+    put("proxy_admission", "unsigned_run_" + std::to_string(i), std::string(1, 0) + updates[i]);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,5 +135,6 @@ int main(int argc, char** argv) {
   codec_seeds();
   update_seeds();
   records_seeds();
+  proxy_admission_seeds();
   return 0;
 }

@@ -1,7 +1,7 @@
 # Sourced by scripts/sanitize.sh and scripts/fuzz.sh: the one sanitizer build they share.
 # build-san/: clang, ASan + UBSan (-fno-sanitize-recover: any report fails), libFuzzer
 # coverage, and no libtorch (BRL_WITH_TORCH=OFF): the torch-free libraries (util store
-# tokenizer tasks config codec protocol), their unit tests and the fuzz targets in fuzz/.
+# tokenizer tasks config codec protocol obs proxy), their unit tests and the fuzz targets in fuzz/.
 #   san_build TARGET...   configure once, then build the targets (-j from BRL_JOBS, default 2)
 SAN_BUILD_DIR=${SAN_BUILD_DIR:-build-san}
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"

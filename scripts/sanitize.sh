@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The torch-free unit tests (areas util, store, tokenizer, tasks, config, codec, protocol)
-# under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer), built with clang in
-# build-san/ (see scripts/san_build.sh). The torch areas (model, generate, lora, grpo, async)
-# are not covered: that would need a second libtorch build.
+# The torch-free unit tests (areas util, store, tokenizer, tasks, config, codec, protocol,
+# obs, proxy) under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer), built
+# with clang in build-san/ (see scripts/san_build.sh). The torch areas (model, generate, lora,
+# grpo, async): scripts/sanitize_torch.sh.
 #   scripts/sanitize.sh              the quick (unit) tests
 #   scripts/sanitize.sh -L s3        any ctest arguments instead (the S3 tests need the server)
 set -euo pipefail

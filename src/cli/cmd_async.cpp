@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "async/aten_factorizer.h"
 #include "async/evaluator.h"
 #include "async/local_run.h"
-#include "async/proxy.h"
 #include "async/run_setup.h"
 #include "async/worker.h"
 #include "cli/command.h"
@@ -14,6 +14,7 @@
 #include "obs/proxy_http.h"
 #include "protocol/bucket.h"
 #include "protocol/verify.h"
+#include "proxy/proxy.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -81,7 +82,7 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
 });
 
 // The proxy's in-memory state after a poll, for its HTTP endpoints.
-obs::ProxyLive live_state(const async::Proxy& p) {
+obs::ProxyLive live_state(const proxy::Proxy& p) {
   obs::ProxyLive l;
   const auto& c = p.counters();
   l.version = p.version();
@@ -96,7 +97,7 @@ obs::ProxyLive live_state(const async::Proxy& p) {
 }
 
 cli::Register proxy_reg("proxy", "fold worker updates into new global versions; watch worker health", [](CLI::App& app) {
-  static async::ProxyOptions o;
+  static proxy::ProxyOptions o;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--id", o.id, "proxy id in manifests (default: proxy-<host>-<pid>)");
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
@@ -109,8 +110,9 @@ cli::Register proxy_reg("proxy", "fold worker updates into new global versions; 
   return [] {
     const auto& stop = cli::stop_on_signals();
     auto web = obs::start_proxy_http(o.bucket, http, token_file);  // /health: 503 while the run loads
-    if (web) o.on_poll = [m = web->monitor.get()](const async::Proxy& p) { m->update(live_state(p)); };
-    async::Proxy p(o);
+    if (web) o.on_poll = [m = web->monitor.get()](const proxy::Proxy& p) { m->update(live_state(p)); };
+    o.factorizer = &async::aten_factorizer();
+    proxy::Proxy p(o);
     if (web) {
       web->monitor->update(live_state(p));
       web->monitor->set_run(p.run_description(), p.id(), p.version());

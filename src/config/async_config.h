@@ -56,7 +56,7 @@ struct ProxyConfig {
 };
 
 struct AggregationConfig {
-  // fedavg | exact | trimmed_mean | median (src/async/aggregate.h says what each computes)
+  // fedavg | exact | trimmed_mean | median (src/proxy/aggregate.h says what each computes)
   std::string mode = "fedavg";
   int max_staleness = 8;           // reject deltas whose base is more versions behind
   double staleness_exponent = 0.5; // an update's step is scaled by (1 + staleness)^-exponent

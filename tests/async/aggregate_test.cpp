@@ -1,4 +1,4 @@
-// The proxy's aggregation modes (async/aggregate.h): fedavg against a hand-computed mean;
+// The proxy's aggregation modes (proxy/aggregate.h): fedavg against a hand-computed mean;
 // exact against an independent full SVD (Eckart-Young: the best rank-r approximation of the
 // mean product and its tail-singular-value error), and against fedavg's product; Nesterov
 // momentum against a hand-derived sequence and across a restart (bit-identical); trimmed
@@ -18,8 +18,9 @@
 #include <fstream>
 #include <random>
 
-#include "async/aggregate.h"
-#include "async/proxy.h"
+#include "async/aten_factorizer.h"
+#include "proxy/aggregate.h"
+#include "proxy/proxy.h"
 #include "codec/codec.h"
 #include "config/run_config.h"
 #include "protocol/bucket.h"
@@ -30,10 +31,10 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/safetensors.h"
-#include "proxy_util.h"
+#include "../proxy/proxy_util.h"
 
 using namespace brl;
-using namespace brl::async;
+using namespace brl::proxy;
 using codec::Tensor;
 namespace fs = std::filesystem;
 
@@ -64,9 +65,12 @@ AggregationConfig mode(const std::string& m, double lr = 1, double mu = 0) {
 }
 
 AggregateInput input(const std::vector<Tensor>& g, const std::vector<std::vector<Tensor>>& ds, std::vector<double> w = {}) {
-  AggregateInput in{&g, {}, w};
+  AggregateInput in;
+  in.global = &g;
+  in.weights = std::move(w);
   for (auto& d : ds) in.deltas.push_back(&d);
   if (in.weights.empty()) in.weights.assign(ds.size(), 1.0);
+  in.factorizer = &async::aten_factorizer();
   return in;
 }
 
@@ -468,9 +472,9 @@ TEST_P(ProxyRestart, ContinuesExactly) {
     for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"}) std::ofstream(dir + t) << "partial";
     std::filesystem::last_write_time(dir + "/updates/wa/.brl-tmp-1-1-old",
                                      std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
-    auto proxy = std::make_unique<Proxy>(ProxyOptions{dir, "p1", 0, 0});
+    auto proxy = std::make_unique<Proxy>(test::proxy_options(dir, "p1"));
     for (int v = 0; v < 6; ++v) {
-      if (v == restart_after) proxy = std::make_unique<Proxy>(ProxyOptions{dir, "p2", 0, 0});
+      if (v == restart_after) proxy = std::make_unique<Proxy>(test::proxy_options(dir, "p2"));
       upload(*s, "wa", 2 * v, v, 64, rounds[v][0]);
       upload(*s, "wb", 2 * v + 1, v, 192, rounds[v][1]);
       EXPECT_TRUE(proxy->poll_once()) << "version " << v + 1;
@@ -537,14 +541,14 @@ TEST(ProxyRestartState, MissingStateIsAnError) {
     for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"}) std::ofstream(dir + t) << "partial";
     std::filesystem::last_write_time(dir + "/updates/wa/.brl-tmp-1-1-old",
                                      std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
-    Proxy p(ProxyOptions{dir, "p1", 0, 0});
+    Proxy p(test::proxy_options(dir, "p1"));
     upload(*s, "wa", 0, 0, 10, module(2, 4, 4, gen, 0.1f));
     ASSERT_TRUE(p.poll_once());
   }
   store::LocalStore s(dir);
   auto m = protocol::read_manifest(s, 1).value();
   ASSERT_TRUE(s.remove(m.stats["outer_state"]["key"].get<std::string>()).is_ok());
-  EXPECT_ANY_THROW(Proxy(ProxyOptions{dir, "p2", 0, 0}));
+  EXPECT_ANY_THROW(Proxy(test::proxy_options(dir, "p2")));
 }
 
 // Garbage collection that cannot read a manifest counts the failure and leaves the version for
@@ -557,7 +561,7 @@ TEST(ProxyGc, AFailedManifestReadIsRetriedNotSkipped) {
   const std::string dir = a.str();
   auto s = protocol::open_bucket(dir);
   make_run(*s, proxy_config(), v0);  // keep_versions 2: collections at v5 and v10
-  Proxy p(ProxyOptions{dir, "p1", 0, 0});
+  Proxy p(test::proxy_options(dir, "p1"));
   store::LocalStore ls(dir);
   std::string manifest2, payload2;
   for (int v = 0; v < 10; ++v) {

@@ -7,16 +7,16 @@
 
 #include <filesystem>
 
-#include "async/proxy.h"
+#include "proxy/proxy.h"
 #include "protocol/bucket.h"
 #include "protocol/verify.h"
 #include "../test_mounts.h"
 #include "chaos_util.h"
-#include "proxy_util.h"
+#include "../proxy/proxy_util.h"
 
 using namespace brl;
-using async::Proxy;
-using async::ProxyOptions;
+using proxy::Proxy;
+using proxy::ProxyOptions;
 
 namespace {
 

@@ -9,9 +9,10 @@
 #include <chrono>
 #include <thread>
 
-#include "async/proxy.h"
+#include "proxy/proxy.h"
 #include "async/worker.h"
 #include "async_util.h"
+#include "../proxy/proxy_util.h"
 #include "protocol/layout.h"
 #include "protocol/records.h"
 
@@ -27,7 +28,7 @@ TEST(WorkerRejection, WorkerReadsItsRejectionsFromTheManifests) {
   const std::string bucket = test::init_bucket(tmp, cfg);
 
   std::atomic<bool> done{false};
-  async::Proxy proxy(async::ProxyOptions{bucket, "p", 0, 0});
+  proxy::Proxy proxy(test::proxy_options(bucket, "p"));
   std::thread proxy_thread([&] {
     while (!done.load()) {
       proxy.poll_once();

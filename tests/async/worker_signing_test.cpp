@@ -11,10 +11,11 @@
 #include <fstream>
 #include <functional>
 
-#include "async/proxy.h"
+#include "proxy/proxy.h"
 #include "async/run_setup.h"
 #include "async/worker.h"
 #include "async_util.h"
+#include "../proxy/proxy_util.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
@@ -96,7 +97,7 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
   auto h = protocol::parse_update(body, objs[0].key).value().header;
   EXPECT_EQ(h.signer, ed25519::format_public_key(alice.public_key()));
   EXPECT_EQ(protocol::check_update_signature(h, {alice.public_key()}), "");
-  async::Proxy p(async::ProxyOptions{bucket, "p", 0, 0});
+  proxy::Proxy p(test::proxy_options(bucket, "p"));
   ASSERT_TRUE(p.poll_once());
   auto m = protocol::read_manifest(*s, 1).value();
   ASSERT_EQ(m.updates.size(), 1u);

@@ -3,7 +3,7 @@
 // of each worker was the last one considered, and continues after them. Each poll it lists
 // only the updates past those cursors, validates them (header, signature, replays, staleness,
 // codec, shapes, finite values, norm bound), folds the accepted ones (weights ∝ samples × (1 + staleness)^-exponent; how:
-// async/aggregate.h) and publishes [outer optimizer state →] payload → manifest (create-only)
+// proxy/aggregate.h) and publishes [outer optimizer state →] payload → manifest (create-only)
 // → LATEST. Also watches heartbeats (lost, straggling workers) and garbage-collects old
 // payloads and folded updates.
 //
@@ -13,7 +13,7 @@
 // stale anyway), mismatch (header vs key), future, stale, shape, nonfinite, norm
 // ([aggregation] max_update_norm, or max_update_norm_ratio x the median norm of the last
 // update_norm_window accepted updates, once at least kMinNormHistory are known; the norm is
-// async::update_norm: gauge-fixed per LoRA module except in fedavg mode, which folds the
+// proxy::update_norm: gauge-fixed per LoRA module except in fedavg mode, which folds the
 // factors as sent; the norms
 // are in the manifests, so a restarted proxy keeps the window).
 #pragma once
@@ -28,13 +28,13 @@
 #include <string>
 #include <vector>
 
-#include "async/aggregate.h"
+#include "proxy/aggregate.h"
 #include "codec/codec.h"
 #include "config/run_config.h"
 #include "protocol/records.h"
 #include "store/object_store.h"
 
-namespace brl::async {
+namespace brl::proxy {
 
 class Proxy;
 
@@ -46,6 +46,9 @@ struct ProxyOptions {
   // Called on the proxy's thread after every poll of run(), e.g. to hand a snapshot to the
   // HTTP endpoints (obs/monitor.h); must not block.
   std::function<void(const Proxy&)> on_poll;
+  // Aggregation mode "exact" factorizes with this (async::aten_factorizer() in the binary);
+  // null: a run in that mode is refused at load.
+  const ProductFactorizer* factorizer = nullptr;
 };
 
 struct WorkerHealth {
@@ -114,4 +117,4 @@ class Proxy {
   int64_t gc_through_ = -1;  // versions <= this have been collected
 };
 
-}  // namespace brl::async
+}  // namespace brl::proxy

@@ -1,6 +1,4 @@
-#include "async/aggregate.h"
-
-#include <ATen/ATen.h>
+#include "proxy/aggregate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +7,11 @@
 #include <map>
 
 #include "protocol/bucket.h"
+#include "proxy/small_matrix.h"
 #include "util/error.h"
 #include "util/safetensors.h"
 
-namespace brl::async {
+namespace brl::proxy {
 
 namespace {
 
@@ -186,18 +185,8 @@ void median(const AggregateInput& in, const Sources& src, size_t len, std::vecto
   });
 }
 
-// A float tensor of the codec's data as a double torch tensor (a copy).
-at::Tensor as_double(const codec::Tensor& t, int64_t rows, int64_t cols) {
-  return at::from_blob(const_cast<float*>(t.data.data()), {rows, cols}, at::kFloat).to(at::kDouble);
-}
-
-struct ExactOut {
-  at::Tensor A, B;  // double [r, in], [out, r]: the refactorized module before the outer step
-  double rel_err = 0;
-};
-
-// The "exact" fold of one LoRA module (see aggregate.h).
-ExactOut exact_module(const AggregateInput& in, size_t ia, size_t ib) {
+// The "exact" fold of one LoRA module (see aggregate.h): the factor deltas into d.
+double exact_module(const AggregateInput& in, size_t ia, size_t ib, Step& d) {
   const auto& gA = (*in.global)[ia];
   const auto& gB = (*in.global)[ib];
   check_pair(gA, gB, "exact");
@@ -206,13 +195,13 @@ ExactOut exact_module(const AggregateInput& in, size_t ia, size_t ib) {
   // block c B A with c = sum(w_i (1 - s_i)) / W, the share of the step that stays at BA.
   const double c = discounted_share(in);
   const int64_t n = static_cast<int64_t>(in.deltas.size()), blocks = n + (c > 0 ? 1 : 0);
-  const int64_t k = blocks * r, s = std::min(nin, nout);
+  const int64_t k = blocks * r;
   const double total = total_weight(in);
 
   // M = P Q with P = [w_1 s_1 (B + dB_1), ..., c B] / W  [out, k] and Q = [A + dA_1; ...; A]  [k, in].
-  at::Tensor P = at::empty({nout, k}, at::kFloat), Q = at::empty({k, nin}, at::kFloat);
-  float* p = P.data_ptr<float>();
-  float* q = Q.data_ptr<float>();
+  std::vector<float> P(static_cast<size_t>(nout * k)), Q(static_cast<size_t>(k * nin));
+  float* p = P.data();
+  float* q = Q.data();
   if (c > 0) {
     const int64_t u = n;
     const float* b = gB.data.data();
@@ -230,79 +219,13 @@ ExactOut exact_module(const AggregateInput& in, size_t ia, size_t ib) {
     const float* da = (*in.deltas[u])[ia].data.data();
     for (int64_t x = 0; x < r * nin; ++x) q[u * r * nin + x] = a[x] + da[x];
   }
-
-  // Top t = min(r, rank bound) singular triplets, as the balanced factors
-  // Bt = U_t S_t^1/2 [out, t] and At = S_t^1/2 V_t^T [t, in].
-  at::Tensor Bt, At, M;
-  if (k < s) {
-    // Rank <= k below both sides: QR of each factor, SVD of the small k x k core (exact, and
-    // far cheaper than forming M when few updates are folded).
-    auto [Qp, Rp] = at::linalg_qr(P.to(at::kDouble));
-    auto [Qq, Rq] = at::linalg_qr(Q.to(at::kDouble).t());
-    auto [Uc, S, Vhc] = at::linalg_svd(at::mm(Rp, Rq.t()), /*full_matrices=*/false);
-    const int64_t t = std::min(r, k);
-    at::Tensor root = S.slice(0, 0, t).sqrt();
-    Bt = at::mm(Qp, Uc.slice(1, 0, t)) * root.unsqueeze(0);
-    At = root.unsqueeze(1) * at::mm(Vhc.slice(0, 0, t), Qq.t());
-  } else {
-    // Dense: M in F32 (one GEMM), then the eigendecomposition of the Gram matrix of its
-    // smaller side in F64: the top r triplets at a fraction of a full SVD's cost, accurate
-    // for singular values down to ~1e-7 of the largest (smaller ones add < 1e-14 to |M|^2).
-    M = at::mm(P, Q).to(at::kDouble);
-    const bool wide = nin > nout;
-    auto [L, V] = at::linalg_eigh(wide ? at::mm(M, M.t()) : at::mm(M.t(), M));  // ascending
-    const int64_t t = std::min(r, s);
-    at::Tensor sigma = L.slice(0, s - t, s).flip(0).clamp_min(0).sqrt();
-    at::Tensor vecs = V.slice(1, s - t, s).flip(1);
-    at::Tensor root = sigma.sqrt();
-    // 1 / sqrt(sigma), 0 where sigma is (numerically) zero: that direction carries nothing.
-    const double floor = sigma.numel() ? sigma[0].item<double>() * 1e-12 : 0;
-    at::Tensor inv_root = at::where(sigma > floor, 1.0 / root, at::zeros_like(root));
-    if (wide) {  // vecs = U_t
-      Bt = vecs * root.unsqueeze(0);
-      At = inv_root.unsqueeze(1) * at::mm(vecs.t(), M);
-    } else {     // vecs = V_t
-      Bt = at::mm(M, vecs) * inv_root.unsqueeze(0);
-      At = root.unsqueeze(1) * vecs.t();
-    }
-  }
-  ExactOut out;
-  out.B = at::zeros({nout, r}, at::kDouble);
-  out.A = at::zeros({r, nin}, at::kDouble);
-  out.B.slice(1, 0, Bt.size(1)).copy_(Bt);
-  out.A.slice(0, 0, At.size(0)).copy_(At);
-
-  // Procrustes: the orthogonal R maximizing tr(R^T (B'^T B + A' A^T)) brings (B'R, R^T A')
-  // nearest to the current factors; the product is unchanged.
-  at::Tensor B0 = as_double(gB, nout, r), A0 = as_double(gA, r, nin);
-  auto [Ur, Sr, Vhr] = at::linalg_svd(at::mm(out.B.t(), B0) + at::mm(out.A, A0.t()), false);
-  at::Tensor R = at::mm(Ur, Vhr);
-  out.B = at::mm(out.B, R);
-  out.A = at::mm(R.t(), out.A);
-
-  // Relative error of the factors as published (rounded to F32).
-  at::Tensor Bf = out.B.to(at::kFloat).to(at::kDouble), Af = out.A.to(at::kFloat).to(at::kDouble);
-  double m2 = 0, e2 = 0;
-  if (M.defined()) {
-    m2 = M.square().sum().item<double>();
-    e2 = (M - at::mm(Bf, Af)).square().sum().item<double>();
-  } else {
-    // |PQ - B'A'|^2 = tr(P^TP QQ^T) - 2 tr(P^TB' A'Q^T) + tr(B'^TB' A'A'^T), all k x k or smaller.
-    at::Tensor P64 = P.to(at::kDouble), Q64 = Q.to(at::kDouble);
-    m2 = (at::mm(P64.t(), P64) * at::mm(Q64, Q64.t())).sum().item<double>();
-    double cross = (at::mm(P64.t(), Bf) * at::mm(Q64, Af.t())).sum().item<double>();
-    double f2 = (at::mm(Bf.t(), Bf) * at::mm(Af, Af.t())).sum().item<double>();
-    e2 = std::max(0.0, m2 - 2 * cross + f2);
-  }
-  out.rel_err = m2 > 0 ? std::sqrt(e2 / m2) : 0.0;
-  return out;
-}
-
-void copy_minus(const at::Tensor& x, const codec::Tensor& base, std::vector<double>& out) {
-  at::Tensor c = x.contiguous();
-  const double* p = c.data_ptr<double>();
-  out.resize(base.data.size());
-  for (size_t j = 0; j < out.size(); ++j) out[j] = p[j] - base.data[j];
+  RankRFactors f = in.factorizer->best_rank_r(P.data(), Q.data(), nout, k, nin, r, gB.data.data(), gA.data.data());
+  BRL_ASSERT(f.A.size() == gA.data.size() && f.B.size() == gB.data.size(), "exact: the factorizer returned other shapes");
+  d[ia].resize(f.A.size());
+  for (size_t j = 0; j < f.A.size(); ++j) d[ia][j] = f.A[j] - gA.data[j];
+  d[ib].resize(f.B.size());
+  for (size_t j = 0; j < f.B.size(); ++j) d[ib][j] = f.B[j] - gB.data[j];
+  return f.rel_err;
 }
 
 // The LoRA partner of an "...lora_A..." tensor: the same name with lora_B.
@@ -323,53 +246,133 @@ std::vector<std::pair<size_t, size_t>> lora_pairs(const std::vector<codec::Tenso
   return pairs;
 }
 
-// Gauge fixing (see aggregate.h): the global A's pseudo-inverse A^+ = A^T (A A^T)^-1 [in, r],
-// undefined when A is not of full row rank (its Gram matrix's smallest eigenvalue below 1e-10
-// of the largest): then no update of the module can be fixed and all go as sent.
-at::Tensor row_space_pinv(const codec::Tensor& gA) {
-  at::Tensor A = as_double(gA, gA.shape[0], gA.shape[1]);
-  at::Tensor gram = at::mm(A, A.t());
-  at::Tensor ev = at::linalg_eigvalsh(gram);  // ascending
-  const double hi = ev[-1].item<double>(), lo = ev[0].item<double>();
-  if (!(hi > 0) || !(lo > 1e-10 * hi)) return {};
-  return at::mm(A.t(), at::linalg_inv(gram));
+// Gauge fixing (see aggregate.h): the global A's pseudo-inverse A^+ = A^T (A A^T)^-1 [in, r]
+// in F32, empty when A is not of full row rank (its Gram matrix's smallest eigenvalue below
+// 1e-10 of the largest): then no update of the module can be fixed and all go as sent.
+std::vector<float> row_space_pinv(const codec::Tensor& gA) {
+  const size_t r = static_cast<size_t>(gA.shape[0]), nin = static_cast<size_t>(gA.shape[1]);
+  const float* A = gA.data.data();
+  std::vector<double> gram(r * r, 0.0);
+  for (size_t i = 0; i < r; ++i)
+    for (size_t j = i; j < r; ++j) {
+      double acc = 0;
+      for (size_t x = 0; x < nin; ++x) acc += static_cast<double>(A[i * nin + x]) * A[j * nin + x];
+      gram[i * r + j] = gram[j * r + i] = acc;
+    }
+  const auto ev = small::symmetric_eigenvalues(gram, r);  // ascending
+  if (ev.empty() || !(ev.back() > 0) || !(ev.front() > 1e-10 * ev.back())) return {};
+  if (!small::invert(gram, r)) return {};
+  std::vector<float> pinv_t(r * nin);  // (A^+)^T = (A A^T)^-1 A, rows for dot products
+  for (size_t j = 0; j < r; ++j)
+    for (size_t x = 0; x < nin; ++x) {
+      double acc = 0;
+      for (size_t i = 0; i < r; ++i) acc += gram[j * r + i] * A[i * nin + x];
+      pinv_t[j * nin + x] = static_cast<float>(acc);
+    }
+  return pinv_t;
 }
 
-// The n updates' factors of one module written in the global's gauge, all at once: per update
+// sum(a[x] b[x]) over eight running sums, which the compiler vectorizes (one running sum
+// would be a chain of dependent adds: strict float order forbids reassociating it).
+inline float dot(const float* a, const float* b, size_t n) {
+  float acc[8] = {};
+  size_t x = 0;
+  for (; x + 8 <= n; x += 8)
+    for (size_t l = 0; l < 8; ++l) acc[l] += a[x + l] * b[x + l];
+  float s = 0;
+  for (; x < n; ++x) s += a[x] * b[x];
+  for (float v : acc) s += v;
+  return s;
+}
+
+// The two thin products of the gauge fix, E = dA A^+ [r, r] (dot products of rows of dA and
+// of (A^+)^T, in) and dB + (B + dB) E [out, r], for rank R known at compile time (0: r at run
+// time): with R fixed, a row of r running sums lives in registers; with a run-time r it goes
+// through memory on every step.
+template <size_t R>
+void thin_products(const float* dA, const float* pinv_t, const float* B, const float* dB, float* E, float* oB, size_t r_,
+                   size_t nin, size_t nout) {
+  const size_t r = R ? R : r_;
+  for (size_t i = 0; i < r; ++i)
+    for (size_t j = 0; j < r; ++j) E[i * r + j] = dot(dA + i * nin, pinv_t + j * nin, nin);
+  for (size_t o = 0; o < nout; ++o) {
+    float acc[R ? R : 1];
+    float* ob = R ? acc : oB + o * r;
+    if (R) std::copy(oB + o * r, oB + o * r + r, ob);
+    for (size_t k = 0; k < r; ++k) {
+      const float c = B[o * r + k] + dB[o * r + k];
+      const float* e = E + k * r;
+      for (size_t j = 0; j < r; ++j) ob[j] += c * e[j];
+    }
+    if (R) std::copy(ob, ob + r, oB + o * r);
+  }
+}
+
+// The n updates' factors of one module written in the global's gauge: per update
 // K = (A + dA) A^+ and the pair (B_u K, K^-1 A_u), returned as deltas from (B, A) computed as
 // dB + B_u (K - I) and dA + (K^-1 - I) A_u, so nothing cancels when K is near I (an honest
 // worker's). An update whose K is singular (smallest singular value below 1e-6 of the
 // largest: it dropped the global's row space) has no such form and is returned as sent.
+// The r x r algebra in F64; the products with the factors in F32 (they only add the
+// corrections, which are small next to the factors for an honest update).
 struct Fixed {
-  at::Tensor dA, dB;         // float [n, r, in], [n, out, r], contiguous
-  std::vector<bool> fixed;   // per update
+  std::vector<float> dA, dB;  // [n, r, in], [n, out, r]
+  std::vector<bool> fixed;    // per update
 };
-Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const at::Tensor& pinv, const Sources& sa, const Sources& sb) {
-  const int64_t n = static_cast<int64_t>(sa.size()), r = gA.shape[0], nin = gA.shape[1], nout = gB.shape[0];
+Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vector<float>& pinv_t, const Sources& sa, const Sources& sb) {
+  const size_t n = sa.size(), r = static_cast<size_t>(gA.shape[0]), nin = static_cast<size_t>(gA.shape[1]),
+               nout = static_cast<size_t>(gB.shape[0]);
+  const float* A = gA.data.data();
+  const float* B = gB.data.data();
   Fixed f;
-  f.dA = at::empty({n, r, nin}, at::kFloat);
-  f.dB = at::empty({n, nout, r}, at::kFloat);
-  for (int64_t u = 0; u < n; ++u) {
-    std::memcpy(f.dA[u].data_ptr<float>(), sa[u], static_cast<size_t>(r * nin) * sizeof(float));
-    std::memcpy(f.dB[u].data_ptr<float>(), sb[u], static_cast<size_t>(nout * r) * sizeof(float));
+  f.dA.resize(n * r * nin);
+  f.dB.resize(n * nout * r);
+  f.fixed.assign(n, false);
+  std::vector<float> E(r * r), Ki(r * r), Au(r * nin);
+  std::vector<double> K(r * r);
+  for (size_t u = 0; u < n; ++u) {
+    const float* dA = sa[u];
+    const float* dB = sb[u];
+    float* oA = f.dA.data() + u * r * nin;
+    float* oB = f.dB.data() + u * nout * r;
+    std::memcpy(oA, dA, r * nin * sizeof(float));
+    std::memcpy(oB, dB, nout * r * sizeof(float));
+    // E = dA A^+ = K - I, as A A^+ = I (and oB + (B + dB) E, used only if K is invertible).
+    auto thin = r == 8 ? thin_products<8> : r == 16 ? thin_products<16> : r == 32 ? thin_products<32>
+              : r == 64 ? thin_products<64> : thin_products<0>;
+    thin(dA, pinv_t.data(), B, dB, E.data(), oB, r, nin, nout);
+    for (size_t j = 0; j < r * r; ++j) K[j] = E[j] + (j % (r + 1) == 0 ? 1.0 : 0.0);
+    const auto sv = small::singular_values(K, r);  // descending
+    if (!(sv[r - 1] > 1e-6 * sv[0]) || !small::invert(K, r)) {  // unfixable: as sent
+      std::memcpy(oB, dB, nout * r * sizeof(float));
+      continue;
+    }
+    f.fixed[u] = true;
+    for (size_t j = 0; j < r * r; ++j) Ki[j] = static_cast<float>(K[j] - (j % (r + 1) == 0 ? 1.0 : 0.0));
+    // dA + (K^-1 - I)(A + dA), four rows at a time, so each row of A + dA is loaded once per four.
+    for (size_t j = 0; j < r * nin; ++j) Au[j] = A[j] + dA[j];
+    size_t i = 0;
+    for (; i + 4 <= r; i += 4)
+      for (size_t k = 0; k < r; ++k) {
+        const float c0 = Ki[i * r + k], c1 = Ki[(i + 1) * r + k], c2 = Ki[(i + 2) * r + k], c3 = Ki[(i + 3) * r + k];
+        const float* au = Au.data() + k * nin;
+        float* o = oA + i * nin;
+        for (size_t x = 0; x < nin; ++x) {
+          const float v = au[x];
+          o[x] += c0 * v;
+          o[nin + x] += c1 * v;
+          o[2 * nin + x] += c2 * v;
+          o[3 * nin + x] += c3 * v;
+        }
+      }
+    for (; i < r; ++i)
+      for (size_t k = 0; k < r; ++k) {
+        const float c = Ki[i * r + k];
+        const float* au = Au.data() + k * nin;
+        float* o = oA + i * nin;
+        for (size_t x = 0; x < nin; ++x) o[x] += c * au[x];
+      }
   }
-  // The r x r algebra in F64; the products with the factors in F32 (they only add the
-  // corrections, which are small next to the factors for an honest update).
-  at::Tensor E = at::matmul(f.dA, pinv.to(at::kFloat)).to(at::kDouble);  // K - I, as A A^+ = I
-  at::Tensor eye = at::eye(r, at::kDouble), K = E + eye;
-  at::Tensor sv = at::linalg_svdvals(K);  // [n, r] descending
-  at::Tensor ok = (sv.select(1, r - 1) > 1e-6 * sv.select(1, 0)).view({n, 1, 1});
-  // Unfixable updates get E = 0 and K^-1 - I = 0: they pass through as sent.
-  at::Tensor zero = at::zeros_like(E);
-  at::Tensor Ki = at::where(ok, std::get<0>(at::linalg_inv_ex(at::where(ok, K, eye))) - eye, zero).to(at::kFloat);
-  at::Tensor Eb = at::where(ok, E, zero).to(at::kFloat);
-  at::Tensor A = at::from_blob(const_cast<float*>(gA.data.data()), {r, nin}, at::kFloat);
-  at::Tensor B = at::from_blob(const_cast<float*>(gB.data.data()), {nout, r}, at::kFloat);
-  // dA + (K^-1 - I)(A + dA) and dB + (B + dB) E.
-  f.dA = at::baddbmm(f.dA, Ki, f.dA).add_(at::matmul(Ki, A));
-  f.dB = at::baddbmm(f.dB, f.dB, Eb).add_(at::matmul(B, Eb));
-  auto okc = ok.view({n}).contiguous();
-  f.fixed.assign(okc.data_ptr<bool>(), okc.data_ptr<bool>() + n);
   return f;
 }
 
@@ -380,13 +383,11 @@ void exact_step(const AggregateInput& in, Step& d, nlohmann::json& stats) {
   std::string worst;
   int modules = 0;
   for (auto [ia, ib] : lora_pairs(g)) {
-    ExactOut e = exact_module(in, ia, ib);
-    copy_minus(e.A, g[ia], d[ia]);
-    copy_minus(e.B, g[ib], d[ib]);
+    const double err = exact_module(in, ia, ib, d);
     done[ia] = done[ib] = true;
     ++modules;
-    sum_err += e.rel_err;
-    if (e.rel_err >= max_err) max_err = e.rel_err, worst = g[ia].name.substr(0, g[ia].name.rfind("lora_A"));
+    sum_err += err;
+    if (err >= max_err) max_err = err, worst = g[ia].name.substr(0, g[ia].name.rfind("lora_A"));
   }
   for (size_t i = 0; i < g.size(); ++i)
     if (!done[i]) weighted_mean(in, i, d[i]);  // not half of a LoRA pair
@@ -409,13 +410,14 @@ void robust_step(const AggregateInput& in, bool trimmed, size_t k, Step& d, nloh
     check_pair(g[ia], g[ib], trimmed ? "trimmed_mean" : "median");
     ++modules;
     Sources sa = as_sent(in, ia), sb = as_sent(in, ib);
-    at::Tensor pinv = row_space_pinv(g[ia]);
+    const std::vector<float> pinv = row_space_pinv(g[ia]);
     Fixed f;
-    if (pinv.defined()) {
+    if (!pinv.empty()) {
       f = fix_gauge(g[ia], g[ib], pinv, sa, sb);
+      const size_t la = g[ia].data.size(), lb = g[ib].data.size();
       for (size_t u = 0; u < n; ++u) {
-        sa[u] = f.dA[static_cast<int64_t>(u)].data_ptr<float>();
-        sb[u] = f.dB[static_cast<int64_t>(u)].data_ptr<float>();
+        sa[u] = f.dA.data() + u * la;
+        sb[u] = f.dB.data() + u * lb;
         unfixable_updates += !f.fixed[u];
       }
     } else {
@@ -485,11 +487,11 @@ double update_norm(const AggregationConfig& cfg, const std::vector<codec::Tensor
   for (auto [ia, ib] : cfg.mode == "fedavg" ? std::vector<std::pair<size_t, size_t>>{} : lora_pairs(global)) {
     const auto &gA = global[ia], &gB = global[ib];
     if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0]) continue;  // counted as sent
-    at::Tensor pinv = row_space_pinv(gA);
-    if (!pinv.defined()) continue;
+    const std::vector<float> pinv = row_space_pinv(gA);
+    if (pinv.empty()) continue;
     Fixed f = fix_gauge(gA, gB, pinv, {delta[ia].data.data()}, {delta[ib].data.data()});
-    add(f.dA.data_ptr<float>(), static_cast<size_t>(f.dA.numel()));  // as sent where it could not be fixed
-    add(f.dB.data_ptr<float>(), static_cast<size_t>(f.dB.numel()));
+    add(f.dA.data(), f.dA.size());  // as sent where it could not be fixed
+    add(f.dB.data(), f.dB.size());
     done[ia] = done[ib] = true;
   }
   for (size_t i = 0; i < global.size(); ++i)
@@ -515,6 +517,9 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
   } else if (cfg.mode == "median") {
     robust_step(in, false, 0, d, res.stats);
   } else if (cfg.mode == "exact") {
+    if (in.factorizer == nullptr)
+      throw UserError("[aggregation] mode = \"exact\" needs the dense factorization of libtorch, which this build of the "
+                      "proxy does not link: use the bucketrl executable, or mode fedavg, trimmed_mean or median");
     exact_step(in, d, res.stats);
   } else {
     throw UserError("[aggregation] mode = \"" + cfg.mode + "\": must be one of fedavg, exact, trimmed_mean, median");
@@ -566,4 +571,4 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
   return res;
 }
 
-}  // namespace brl::async
+}  // namespace brl::proxy

@@ -11,7 +11,7 @@
 #include <functional>
 #include <map>
 
-#include "async/proxy.h"
+#include "proxy/proxy.h"
 #include "codec/codec.h"
 #include "config/run_config.h"
 #include "protocol/bucket.h"
@@ -24,7 +24,7 @@
 #include "proxy_util.h"
 
 using namespace brl;
-using namespace brl::async;
+using namespace brl::proxy;
 using codec::Tensor;
 using test::TempDir;
 
@@ -89,7 +89,7 @@ TEST(ProxySecurity, AllowListRejectsEachAttackWithItsReason) {
   put(*s, "wh", 8, tampered(object("wh", 8, delta(0.08f), &mallory),
                             [&](protocol::UpdateHeader& h) { h.signer = key_line(alice); }));  // claims alice's key
 
-  Proxy p(ProxyOptions{dir, "p1", 0, 0});
+  Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   store::LocalStore ls(dir);
   auto m1 = protocol::read_manifest(ls, 1).value();
@@ -116,7 +116,7 @@ TEST(ProxySecurity, AllowListRejectsEachAttackWithItsReason) {
   EXPECT_EQ(p.counters().accepted, 2);
 
   // A restarted proxy knows them from the manifests: the same replays are refused again.
-  Proxy q(ProxyOptions{dir, "p2", 0, 0});
+  Proxy q(test::proxy_options(dir, "p2"));
   put(*s, "wa", 9, good);                                       // id replay
   put(*s, "wi", 10, object("wi", 10, delta(0.07f), &alice));     // wg's delta
   put(*s, "wj", 11, object("wj", 11, delta(0.09f), &alice, 1));
@@ -137,7 +137,7 @@ TEST(ProxySecurity, RunWithoutAllowList) {
   put(*s, "wa", 0, object("wa", 0, delta(0.01f), nullptr));
   put(*s, "wb", 1, object("wb", 1, delta(0.02f), &k));
   put(*s, "wc", 2, tampered(object("wc", 2, delta(0.03f), &k), [](protocol::UpdateHeader& h) { h.base_version = 0, h.steps = 9; }));
-  Proxy p(ProxyOptions{dir, "p1", 0, 0});
+  Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   auto m1 = protocol::read_manifest(*s, 1).value();
   EXPECT_EQ(folded(m1), (std::vector<std::string>{"wa", "wb"}));
@@ -155,7 +155,7 @@ TEST(ProxySecurity, IdenticalZeroDeltasAreNotReplays) {
   test::make_run(*s, RunConfig{}, v0());
   put(*s, "wa", 0, object("wa", 0, delta(0.0f), nullptr));
   put(*s, "wb", 1, object("wb", 1, delta(0.0f), nullptr));
-  Proxy p(ProxyOptions{dir, "p1", 0, 0});
+  Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   auto m1 = protocol::read_manifest(*s, 1).value();
   EXPECT_EQ(folded(m1), (std::vector<std::string>{"wa", "wb"}));
@@ -173,7 +173,7 @@ TEST(ProxySecurity, AbsoluteNormBound) {
   test::make_run(*s, cfg, v0());
   put(*s, "wa", 0, object("wa", 0, delta(0.2f), nullptr));   // |delta| 0.8
   put(*s, "wb", 1, object("wb", 1, delta(0.3f), nullptr));   // |delta| 1.2
-  Proxy p(ProxyOptions{dir, "p1", 0, 0});
+  Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   auto m1 = protocol::read_manifest(*s, 1).value();
   EXPECT_EQ(folded(m1), (std::vector<std::string>{"wa"}));
@@ -198,7 +198,7 @@ TEST(ProxySecurity, RelativeNormBoundKeepsItsWindowAcrossARestart) {
   up("wb", 1, 0.12f, 0);
   up("wc", 2, 2.0f, 0);
   {
-    Proxy p(ProxyOptions{dir, "p1", 0, 0});
+    Proxy p(test::proxy_options(dir, "p1"));
     ASSERT_TRUE(p.poll_once());
     EXPECT_EQ(folded(protocol::read_manifest(*s, 1).value()), (std::vector<std::string>{"wa", "wb", "wc"}));
     // Median of {0.4, 0.48, 8} = 0.48: bound 4.8.
@@ -212,7 +212,7 @@ TEST(ProxySecurity, RelativeNormBoundKeepsItsWindowAcrossARestart) {
               "norm: |delta| = 5 exceeds max_update_norm_ratio 10 x 0.48, the median of the last 3 accepted updates");
   }
   // The new proxy reads {0.4, 0.48, 8, 4} back from the manifests: median 2.24, bound 22.4.
-  Proxy q(ProxyOptions{dir, "p2", 0, 0});
+  Proxy q(test::proxy_options(dir, "p2"));
   up("wa", 5, 5.75f, 2);  // 23
   up("wb", 6, 5.5f, 2);   // 22
   ASSERT_TRUE(q.poll_once());

@@ -3,7 +3,7 @@
 // carried from manifest to manifest and across a proxy restart.
 #include <gtest/gtest.h>
 
-#include "async/proxy.h"
+#include "proxy/proxy.h"
 #include "protocol/health.h"
 #include "proxy_util.h"
 #include "store/local_store.h"
@@ -29,7 +29,7 @@ TEST(ProxyHealth, RecordsUniformGroupsAndTheBestRewardSoFar) {
   test::make_run(s, RunConfig(), test::tiny_v0());
   put_update(s, "wa", 0, 0, 30, 0.8, 0.5);
   put_update(s, "wb", 1, 0, 10, 0.4, 1.0);
-  async::Proxy p(async::ProxyOptions{dir, "p1", 0, 0});
+  proxy::Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   auto m1 = protocol::read_manifest(s, 1).value();
   EXPECT_DOUBLE_EQ(m1.stats["frac_reward_zero_std"].get<double>(), (30 * 0.5 + 10 * 1.0) / 40);
@@ -47,7 +47,7 @@ TEST(ProxyHealth, RecordsUniformGroupsAndTheBestRewardSoFar) {
   EXPECT_DOUBLE_EQ(m2.stats["best_reward"]["reward_mean"].get<double>(), 0.7);
 
   // A restarted proxy continues from the newest manifest's record, then a better version wins.
-  async::Proxy q(async::ProxyOptions{dir, "p2", 0, 0});
+  proxy::Proxy q(test::proxy_options(dir, "p2"));
   put_update(s, "wb", 3, 2, 10, 0.05, 1.0);
   ASSERT_TRUE(q.poll_once());
   EXPECT_EQ(protocol::read_manifest(s, 3).value().stats["best_reward"]["version"], 1);

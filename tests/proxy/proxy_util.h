@@ -1,6 +1,6 @@
 // Shared set-up of the tests that drive the real Proxy in-process on a directory bucket: a
 // run as `bucketrl init` leaves it (without a base model: the proxy never reads it) and
-// hand-made worker updates, optionally signed. Temporary buckets: TempDir (async_util.h).
+// hand-made worker updates, optionally signed. Temporary buckets: TempDir (test_files.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,9 +13,10 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "proxy/proxy.h"
 #include "store/object_store.h"
 #include "util/hash.h"
-#include "async_util.h"
+#include "../test_files.h"
 
 namespace brl::test {
 
@@ -28,6 +29,14 @@ inline std::vector<codec::Tensor> tiny_v0() {
 }
 inline std::vector<codec::Tensor> tiny_delta(float c) {
   return {{kTinyA, {2, 4}, std::vector<float>(8, c)}, {kTinyB, {4, 2}, std::vector<float>(8, c)}};
+}
+
+// The options of an in-process proxy on `bucket` (the rest as `bucketrl proxy` defaults them).
+inline proxy::ProxyOptions proxy_options(const std::string& bucket, const std::string& id) {
+  proxy::ProxyOptions o;
+  o.bucket = bucket;
+  o.id = id;
+  return o;
 }
 
 // run.json + version 0.

@@ -1,6 +1,7 @@
 // How the proxy folds accepted worker deltas into the next global adapter ([aggregation]).
-// Torch-free interface over codec::Tensor lists with PEFT names; the implementation uses
-// torch for the factorizations of mode "exact".
+// Torch-free, over codec::Tensor lists with PEFT names. Mode "exact" needs one dense
+// factorization of a large matrix per LoRA module, which a ProductFactorizer handed in by
+// the caller does (the bucketrl binary hands in libtorch's: async/aten_factorizer.h).
 //
 // Every mode first combines the deltas into one step d (same tensors as the adapter). w_i are
 // relative weights (samples); s_i in (0, 1] are discounts (staleness: (1 + staleness)^-exponent)
@@ -64,7 +65,7 @@
 #include "config/async_config.h"
 #include "util/status.h"
 
-namespace brl::async {
+namespace brl::proxy {
 
 // The outer optimizer's state between versions. The proxy stores it in the bucket next to
 // each version's payload so a restarted proxy continues exactly.
@@ -83,12 +84,30 @@ std::string encode_outer_state(const OuterState& s);
 // kCorrupt naming `label` for anything that is not a state written by encode_outer_state.
 Result<OuterState> decode_outer_state(std::string_view bytes, const std::string& label);
 
+// The best rank-r factors of M = P Q: exact mode's one step that needs a dense SVD or
+// eigensolver (large: M is out x in), which this library does not carry.
+struct RankRFactors {
+  std::vector<double> B, A;  // [out, r], [r, in]
+  double rel_err = 0;        // ||M - B'A'||_F / ||M||_F with B', A' rounded to F32
+};
+class ProductFactorizer {
+ public:
+  virtual ~ProductFactorizer() = default;
+  // P [out, k], Q [k, in], B0 [out, r], A0 [r, in], row-major. Returns B'A' = M's best rank-r
+  // approximation (Eckart-Young; zero columns past M's rank), split balanced
+  // (B'^T B' = A'A'^T = S_r) and rotated by the orthogonal R that brings (B'R, R^T A')
+  // nearest to (B0, A0) (orthogonal Procrustes).
+  virtual RankRFactors best_rank_r(const float* P, const float* Q, int64_t out, int64_t k, int64_t in, int64_t r,
+                                   const float* B0, const float* A0) const = 0;
+};
+
 struct AggregateInput {
   const std::vector<codec::Tensor>* global = nullptr;
   std::vector<const std::vector<codec::Tensor>*> deltas;  // each: the adapter's names and shapes
   std::vector<double> weights;                             // one per delta, > 0
   std::vector<double> discounts;                           // one per delta in (0, 1]; empty = all 1
   std::vector<bool> sparse;  // one per delta: its zeros were not sent (topk codecs); empty = none
+  const ProductFactorizer* factorizer = nullptr;  // mode "exact" only
 };
 
 struct AggregateResult {
@@ -110,9 +129,9 @@ struct AggregateResult {
 double update_norm(const AggregationConfig& cfg, const std::vector<codec::Tensor>& global,
                    const std::vector<codec::Tensor>& delta);
 
-// Throws UserError for an unknown mode, mismatched deltas, bad weights, a state that does
+// Throws UserError for an unknown mode, mode "exact" without a factorizer, mismatched deltas, bad weights, a state that does
 // not match the adapter, or LoRA pairs of inconsistent shapes (naming the tensor). `state`
 // may be null when cfg.server_momentum == 0; otherwise it is read and advanced.
 AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in, OuterState* state);
 
-}  // namespace brl::async
+}  // namespace brl::proxy

@@ -1,4 +1,4 @@
-#include "async/proxy.h"
+#include "proxy/proxy.h"
 
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 
-namespace brl::async {
+namespace brl::proxy {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -64,6 +64,9 @@ void Proxy::load() {
   cfg_ = RunConfig{};
   cfg_.apply_json(run_.config, "run.json");
   cfg_.validate();
+  if (cfg_.aggregation.mode == "exact" && opt_.factorizer == nullptr)
+    throw UserError(store_->describe() + "/" + protocol::run_key() + ": [aggregation] mode = \"exact\" needs the dense "
+                    "factorization of libtorch, which this build of the proxy does not link (run the bucketrl executable)");
   version_ = protocol::newest_version(*store_).value();
   auto m = protocol::read_manifest(*store_, version_).value();
   global_ = protocol::decode_adapter(protocol::read_payload(*store_, m).value(), m.payload_key).value();
@@ -249,6 +252,7 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
 bool Proxy::publish() {
   auto t0 = Clock::now();
   AggregateInput in;
+  in.factorizer = opt_.factorizer;
   in.global = &global_;
   for (auto& u : accepted_) {
     in.deltas.push_back(&u.delta);
@@ -443,4 +447,4 @@ void Proxy::run(const std::atomic<bool>& stop) {
   if (opt_.on_poll) opt_.on_poll(*this);
 }
 
-}  // namespace brl::async
+}  // namespace brl::proxy
