@@ -26,16 +26,17 @@ void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
   int64_t done = -1;
   // An evaluator restarted mid-run continues after the newest evaluation already written.
   if (auto evs = store->list_all(protocol::evals_prefix()); evs && !evs->empty())
-    done = std::strtoll(evs->back().key.c_str() + protocol::evals_prefix().size() + 1, nullptr, 10);
+    if (auto v = protocol::parse_eval_key(evs->back().key)) done = *v;
   auto eval_newest = [&] {
     // Version 0 first (the starting point of the curve), then always the newest.
     auto nv = done < 0 ? Result<int64_t>(int64_t{0}) : protocol::newest_version(*store);
     if (!nv || *nv <= done) return;
-    auto m = protocol::read_manifest(*store, *nv);
-    if (!m) return;
-    auto bytes = protocol::read_payload(*store, *m);
-    if (!bytes) return;  // collected already: a newer one exists
-    assign(ses.model, protocol::decode_adapter(*bytes, m->payload_key).value(), m->payload_key);
+    auto ver = protocol::read_version(*store, *nv);
+    if (!ver) {  // collected already (a newer one exists), or not readable now: the next poll
+      if (ver.status().code() == StatusCode::kCorrupt) LOG_WARN("evaluator: {}", ver.status().to_string());
+      return;
+    }
+    assign(ses.model, ver->adapter, ver->manifest.payload_key);
     auto ev = grpo::evaluate(ses.model, ses.tokenizer, *ses.task, cfg.train.eval_max_examples,
                              cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0,
                              grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));

@@ -120,9 +120,8 @@ std::string export_adapter(const std::string& bucket, int64_t version, const std
   auto store = protocol::open_bucket(bucket);
   auto run = protocol::read_run(*store).value();
   if (version < 0) version = protocol::newest_version(*store).value();
-  auto m = protocol::read_manifest(*store, version).value();
-  auto bytes = protocol::read_payload(*store, m).value();
-  (void)protocol::decode_adapter(bytes, m.payload_key).value();  // a valid adapter before it is exported
+  auto ver = protocol::read_version(*store, version).value();  // a valid adapter before it is exported
+  const std::string& bytes = ver.payload;
   RunConfig cfg;
   cfg.apply_json(run.config, "run.json");
   fs::create_directories(dir);

@@ -31,7 +31,7 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
     throw UserError("init: " + s.describe() + " already holds a run (run.json exists)",
                     "use another bucket prefix, or remove the old run first");
   // Leftovers of an init that died before run.json: remove them so version 0 can be created.
-  if (auto old = s.list_all("global/"); old && !old->empty()) {
+  if (auto old = s.list_all(protocol::global_prefix()); old && !old->empty()) {
     LOG_WARN("init: removing {} objects of an unfinished init in {}", old->size(), s.describe());
     for (auto& o : *old) s.remove(o.key).throw_if_error();
   }
@@ -67,9 +67,9 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
     if (!fs::is_regular_file(*path)) throw UserError("init: task file '" + *path + "' does not exist");
     protocol::BaseFile f{"", sha256_file_hex(*path), static_cast<uint64_t>(fs::file_size(*path))};
     f.name = f.sha256.substr(0, 16) + "-" + fs::path(*path).filename().string();
-    s.put_file("data/" + f.name, *path).throw_if_error();
+    s.put_file(protocol::data_key(f.name), *path).throw_if_error();
     run.data_files.push_back(f);
-    *path = "data/" + f.name;
+    *path = protocol::data_key(f.name);
   }
 
   // Version 0: the adapter as PEFT initializes it, so every worker starts from the same A.
@@ -82,7 +82,8 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   m.created_ms = protocol::now_ms();
   m.proxy = "init";
   const bool bf16 = cfg.aggregation.publish_bf16();
-  m.stats = {{"init_seed", cfg.lora.init_seed}, {"payload_dtype", cfg.aggregation.publish_dtype}};
+  m.stats = {{"init_seed", cfg.lora.init_seed}};
+  m.payload_dtype = cfg.aggregation.publish_dtype;
   // A bf16 version 0 needs no master copy: its rounded values are where everyone starts.
   protocol::publish_version(s, m, protocol::encode_adapter(snapshot(m0), bf16 ? st::DType::BF16 : st::DType::F32))
       .throw_if_error();
@@ -138,7 +139,7 @@ RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, c
   fs::path data = fs::path(default_cache(cache_root)) / "data";
   for (std::string* path : {&cfg.task.dataset_path, &cfg.task.eval_path}) {
     if (path->empty()) continue;
-    auto it = std::find_if(run.data_files.begin(), run.data_files.end(), [&](auto& f) { return "data/" + f.name == *path; });
+    auto it = std::find_if(run.data_files.begin(), run.data_files.end(), [&](auto& f) { return protocol::data_key(f.name) == *path; });
     if (it == run.data_files.end()) throw UserError("run.json: task file " + *path + " is not among the run's data files");
     fetch_verified(s, *path, it->sha256, data / it->name);
     *path = (data / it->name).string();

@@ -194,8 +194,7 @@ WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop
         if (auto mu = protocol::read_manifest(*store, u); mu) note_rejections(*mu);  // else collected already
       note_rejections(man);
     }
-    auto bytes = protocol::read_payload(*store, man).value();
-    auto t = protocol::decode_adapter(bytes, store->describe() + "/" + man.payload_key).value();
+    auto t = protocol::read_version(*store, man).value().adapter;
     assign(m, t, man.payload_key);
     anchor = std::move(t);
     version = v;

@@ -37,7 +37,7 @@ cli::Register logs_reg("logs", "print workers' metrics lines (JSONL) from the bu
   return [] {
     auto store = protocol::open_bucket(bucket);
     const auto& stop = cli::stop_on_signals();
-    std::string prefix = worker.empty() ? "logs/" : protocol::logs_prefix(worker);
+    std::string prefix = worker.empty() ? protocol::all_logs_prefix() : protocol::logs_prefix(worker);
     std::map<std::string, std::string> after;  // per worker folder: the last batch printed
     do {
       auto objs = store->list_all(prefix).value();

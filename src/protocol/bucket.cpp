@@ -42,7 +42,7 @@ Result<int64_t> newest_version(store::ObjectStore& s) {
   if (!l && !l.status().is_not_found()) return l.status();
   int64_t v = l ? *l : -1;
   // Manifests above LATEST: listing starts after this version's folder.
-  auto page = s.list_all("global/", v >= 0 ? version_dir(v) + "~" : "");
+  auto page = s.list_all(global_prefix(), v >= 0 ? version_dir(v) + "~" : "");
   if (!page) return page.status();
   for (auto& o : *page)
     if (auto mv = parse_manifest_key(o.key); mv && *mv > v) v = *mv;
@@ -57,6 +57,20 @@ Result<Manifest> read_manifest(store::ObjectStore& s, int64_t v) {
   if (m && m->version != v)
     return Status(StatusCode::kCorrupt, s.describe() + "/" + manifest_key(v) + ": says version " + std::to_string(m->version));
   return m;
+}
+
+Result<Version> read_version(store::ObjectStore& s, int64_t v) {
+  auto m = read_manifest(s, v);
+  if (!m) return m.status();
+  return read_version(s, std::move(*m));
+}
+
+Result<Version> read_version(store::ObjectStore& s, Manifest m) {
+  auto bytes = read_payload(s, m);
+  if (!bytes) return bytes.status();
+  auto t = decode_adapter(*bytes, s.describe() + "/" + m.payload_key);
+  if (!t) return t.status();
+  return Version{std::move(m), std::move(*bytes), std::move(*t)};
 }
 
 Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m) {

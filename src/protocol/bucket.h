@@ -37,6 +37,17 @@ Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFil
 // A version's payload (F32 or BF16 tensors) as floats.
 Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label);
 
+// A published version as every reader takes it: the manifest, the payload checked against it
+// (size, sha256) and decoded. Errors: kNotFound when the manifest or the payload is gone
+// (collected: a newer version exists), kCorrupt naming the object otherwise.
+struct Version {
+  Manifest manifest;
+  std::string payload;                 // the bytes, as stored (a PEFT adapter file)
+  std::vector<codec::Tensor> adapter;  // decoded, F32
+};
+Result<Version> read_version(store::ObjectStore& s, int64_t v);
+Result<Version> read_version(store::ObjectStore& s, Manifest m);  // its manifest already read
+
 // Publishes version m.version with the given payload: payload (content-addressed key), then
 // the manifest with a create-only put (the commit point: of two proxies only one wins
 // version N; the loser gets kPreconditionFailed), then LATEST. Fills the payload fields of m.

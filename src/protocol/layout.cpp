@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <utility>
 
 #include "util/error.h"
 
@@ -10,6 +11,7 @@ namespace brl::protocol {
 std::string run_key() { return "run.json"; }
 std::string base_prefix() { return "base/"; }
 std::string base_key(const std::string& file) { return base_prefix() + file; }
+std::string global_prefix() { return "global/"; }
 std::string version_dir(int64_t v) {
   char b[32];
   std::snprintf(b, sizeof b, "global/v%08lld/", static_cast<long long>(v));
@@ -17,11 +19,14 @@ std::string version_dir(int64_t v) {
 }
 std::string adapter_key(int64_t v, const std::string& sha) { return version_dir(v) + "adapter-" + sha.substr(0, 16) + ".safetensors"; }
 std::string manifest_key(int64_t v) { return version_dir(v) + "manifest.json"; }
-std::string latest_key() { return "global/LATEST"; }
+std::string outer_state_key(int64_t v, const std::string& sha) { return version_dir(v) + "outer-" + sha.substr(0, 16) + ".safetensors"; }
+std::string latest_key() { return global_prefix() + "LATEST"; }
 std::string updates_prefix() { return "updates/"; }
 std::string update_key(const std::string& w, const std::string& id) { return updates_prefix() + w + "/" + id + ".upd"; }
-std::string heartbeat_key(const std::string& w) { return "heartbeats/" + w + ".json"; }
-std::string logs_prefix(const std::string& w) { return "logs/" + w + "/"; }
+std::string heartbeats_prefix() { return "heartbeats/"; }
+std::string heartbeat_key(const std::string& w) { return heartbeats_prefix() + w + ".json"; }
+std::string all_logs_prefix() { return "logs/"; }
+std::string logs_prefix(const std::string& w) { return all_logs_prefix() + w + "/"; }
 std::string log_key(const std::string& w, int64_t t) {
   char b[32];
   std::snprintf(b, sizeof b, "%013lld.jsonl", static_cast<long long>(t));  // sorts by time
@@ -29,18 +34,55 @@ std::string log_key(const std::string& w, int64_t t) {
 }
 
 std::string evals_prefix() { return "evals/"; }
+std::string data_key(const std::string& file_name) { return "data/" + file_name; }
 std::string eval_key(int64_t v) {
   char b[32];
   std::snprintf(b, sizeof b, "evals/v%08lld.json", static_cast<long long>(v));
   return b;
 }
 
+namespace {
+// The number of "<prefix>v<8 digits>" at the start of key (the rest after it in *rest).
+std::optional<int64_t> parse_numbered(const std::string& key, const std::string& prefix, std::string* rest) {
+  const size_t digits = prefix.size() + 1;
+  if (key.size() < digits + 8 || key.compare(0, prefix.size(), prefix) != 0 || key[prefix.size()] != 'v') return std::nullopt;
+  int64_t v = 0;
+  for (size_t i = digits; i < digits + 8; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(key[i]))) return std::nullopt;
+    v = v * 10 + (key[i] - '0');
+  }
+  *rest = key.substr(digits + 8);
+  return v;
+}
+}  // namespace
+
+std::optional<VersionKey> parse_version_key(const std::string& key) {
+  std::string rest;
+  auto v = parse_numbered(key, "global/", &rest);
+  if (!v) return std::nullopt;
+  const std::string ext = ".safetensors";
+  if (rest == "/manifest.json") return VersionKey{*v, VersionObject::manifest};
+  for (auto [name, object] : {std::pair{"/adapter-", VersionObject::adapter}, std::pair{"/outer-", VersionObject::outer_state}}) {
+    const std::string n = name;
+    // The hash part as any name in the folder: what the proxy's garbage collection removes.
+    if (rest.size() > n.size() + ext.size() && rest.compare(0, n.size(), n) == 0 &&
+        rest.compare(rest.size() - ext.size(), ext.size(), ext) == 0 &&
+        rest.find('/', n.size()) == std::string::npos)
+      return VersionKey{*v, object};
+  }
+  return std::nullopt;
+}
+
 std::optional<int64_t> parse_manifest_key(const std::string& key) {
-  long long v = 0;
-  char tail[32] = {0};
-  if (key.size() != std::string("global/v00000000/manifest.json").size()) return std::nullopt;
-  if (std::sscanf(key.c_str(), "global/v%8lld/%31s", &v, tail) != 2) return std::nullopt;
-  if (std::string(tail) != "manifest.json" || key != manifest_key(v)) return std::nullopt;
+  auto k = parse_version_key(key);
+  if (!k || k->object != VersionObject::manifest) return std::nullopt;
+  return k->version;
+}
+
+std::optional<int64_t> parse_eval_key(const std::string& key) {
+  std::string rest;
+  auto v = parse_numbered(key, evals_prefix(), &rest);
+  if (!v || rest != ".json") return std::nullopt;
   return v;
 }
 

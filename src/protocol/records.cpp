@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "protocol/layout.h"
 #include "util/json_int.h"
 
 namespace brl::protocol {
@@ -87,7 +88,14 @@ nlohmann::json Manifest::to_json() const {
   for (auto& r : rejected) rej.push_back({{"worker", r.worker}, {"id", r.id}, {"reason", r.reason}});
   return {{"version", version}, {"parent", parent}, {"created_ms", created_ms}, {"proxy", proxy},
           {"payload", {{"key", payload_key}, {"sha256", payload_sha256}, {"size", payload_size}}},
-          {"updates", ups}, {"rejected", rej}, {"cursors", cursors}, {"stats", stats}};
+          {"updates", ups}, {"rejected", rej}, {"cursors", cursors}, {"stats", stats_json()}};
+}
+
+nlohmann::json Manifest::stats_json() const {
+  nlohmann::json s = stats;
+  if (!payload_dtype.empty()) s["payload_dtype"] = payload_dtype;
+  if (outer_state) s["outer_state"] = {{"key", outer_state->key}, {"sha256", outer_state->sha256}, {"size", outer_state->size}};
+  return s;
 }
 
 Result<Manifest> Manifest::parse(std::string_view text, const std::string& label) {
@@ -113,6 +121,21 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
       m.rejected.push_back({r.at("worker").get<std::string>(), r.at("id").get<std::string>(), r.at("reason").get<std::string>()});
     m.cursors = j.at("cursors").get<std::map<std::string, std::string>>();
     m.stats = j.value("stats", nlohmann::json::object());
+    if (!m.stats.is_object()) return bad(label, "stats is not an object");
+    if (auto d = m.stats.find("payload_dtype"); d != m.stats.end()) {
+      m.payload_dtype = d->get<std::string>();
+      if (m.payload_dtype != "float32" && m.payload_dtype != "bfloat16")
+        return bad(label, "stats.payload_dtype '" + m.payload_dtype + "' is neither float32 nor bfloat16");
+      m.stats.erase(d);
+    }
+    if (auto o = m.stats.find("outer_state"); o != m.stats.end()) {
+      OuterStateRef r{o->at("key").get<std::string>(), o->at("sha256").get<std::string>(), json_int(*o, "size", uint64_t{0})};
+      auto k = parse_version_key(r.key);
+      if (!k || k->object != VersionObject::outer_state || k->version != m.version)
+        return bad(label, "stats.outer_state.key '" + r.key + "' is not an outer state of version " + std::to_string(m.version));
+      m.outer_state = std::move(r);
+      m.stats.erase(o);
+    }
     return {};
   });
 }

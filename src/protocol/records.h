@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,12 @@ struct RejectedUpdate {
   std::string worker, id, reason;
 };
 
+// Where a version's outer optimizer state is (protocol/outer_state.h).
+struct OuterStateRef {
+  std::string key, sha256;  // key: layout's outer_state_key of the manifest's version
+  uint64_t size = 0;
+};
+
 // global/v<N>/manifest.json: what version N is and what built it.
 struct Manifest {
   int64_t version = 0, parent = -1;   // v0 has no parent
@@ -65,9 +72,18 @@ struct Manifest {
   // Per worker, the newest update id considered (folded or rejected) up to this version:
   // a restarted proxy continues after these without re-reading older manifests.
   std::map<std::string, std::string> cursors;
-  nlohmann::json stats = nlohmann::json::object();  // aggregation stats (weights, norms, seconds)
+  // The payload's tensor dtype, stats.payload_dtype: "float32" | "bfloat16" ("" in manifests
+  // written before the field: float32).
+  std::string payload_dtype;
+  // stats.outer_state: the proxy's server momentum and, in bf16 runs, its F32 master copy;
+  // none when the run keeps neither.
+  std::optional<OuterStateRef> outer_state;
+  // Aggregation stats (weights, norms, seconds). The two fields above live inside "stats" in
+  // the JSON; parse takes them out of it and to_json puts them back.
+  nlohmann::json stats = nlohmann::json::object();
 
   nlohmann::json to_json() const;
+  nlohmann::json stats_json() const;  // "stats" as written: stats with the two fields above
   static Result<Manifest> parse(std::string_view text, const std::string& label);
 };
 

@@ -48,7 +48,7 @@ nlohmann::json run_status(store::ObjectStore& s, int recent) {
   st["evals"] = evals;
   st["run_health"] = assess_run(signals, all_evals, rule).to_json();
   std::map<std::string, Heartbeat> beats;
-  if (auto hb = s.list_all("heartbeats/"); hb)
+  if (auto hb = s.list_all(heartbeats_prefix()); hb)
     for (auto& o : *hb)
       if (auto body = s.get(o.key); body)
         if (auto h = Heartbeat::parse(*body, o.key); h) beats[h->worker] = *h;

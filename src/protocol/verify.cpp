@@ -21,7 +21,7 @@ std::string VerifyReport::summary() const {
 VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
   VerifyReport r;
   if (auto run = read_run(s); !run) r.errors.push_back(run.status().to_string());
-  auto objs = s.list_all("global/");
+  auto objs = s.list_all(global_prefix());
   if (!objs) {
     r.errors.push_back(objs.status().to_string());
     return r;
@@ -66,11 +66,10 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
       else
         ++r.payloads_verified;
       // The proxy's own state for this version (server momentum, the bf16 run's master copy).
-      auto o = m->stats.find("outer_state");
-      if (o != m->stats.end() && o->is_object() && keys.count(o->value("key", ""))) {
-        auto body = s.get(o->value("key", ""));
-        if (!body || sha256_hex(*body) != o->value("sha256", ""))
-          r.errors.push_back("version " + std::to_string(v) + ": outer state " + o->value("key", "") +
+      if (const auto& o = m->outer_state; o && keys.count(o->key)) {
+        auto body = s.get(o->key);
+        if (!body || sha256_hex(*body) != o->sha256)
+          r.errors.push_back("version " + std::to_string(v) + ": outer state " + o->key +
                              (body ? " does not match its sha256" : ": " + body.status().to_string()));
       }
     }

@@ -63,26 +63,13 @@
 
 #include "codec/codec.h"
 #include "config/async_config.h"
+#include "protocol/outer_state.h"
 #include "util/status.h"
 
 namespace brl::proxy {
 
-// The outer optimizer's state between versions. The proxy stores it in the bucket next to
-// each version's payload so a restarted proxy continues exactly.
-struct OuterState {
-  std::vector<codec::Tensor> momentum;  // same names/shapes as the adapter; empty = zeros
-  int64_t steps = 0;                    // outer steps taken with momentum
-  // The full-precision global adapter when versions are published in bf16 (empty when they
-  // are F32): workers train from the rounded payload, the proxy keeps adding deltas to this
-  // copy so rounding never accumulates, and a restarted proxy continues from it exactly.
-  std::vector<codec::Tensor> master;
-};
-
-// Safetensors bytes (F32 tensors: momentum under the adapter's names, master under
-// "master/" + name; metadata format/steps).
-std::string encode_outer_state(const OuterState& s);
-// kCorrupt naming `label` for anything that is not a state written by encode_outer_state.
-Result<OuterState> decode_outer_state(std::string_view bytes, const std::string& label);
+// The outer optimizer's state between versions (server momentum, the bf16 run's master).
+using OuterState = protocol::OuterState;
 
 // The best rank-r factors of M = P Q: exact mode's one step that needs a dense SVD or
 // eigensolver (large: M is out x in), which this library does not carry.

@@ -30,16 +30,6 @@ double median_of(std::deque<double> v) {
   if (n % 2) return v[mid];
   return 0.5 * (v[mid] + *std::max_element(v.begin(), v.begin() + mid));
 }
-
-// The server momentum of version v sits next to its payload, content-addressed like it (two
-// racing proxies never overwrite each other's); the manifest's stats.outer_state names it.
-std::string outer_state_key(int64_t v, const std::string& sha) {
-  return protocol::version_dir(v) + "outer-" + sha.substr(0, 16) + ".safetensors";
-}
-std::string outer_state_key_of(const protocol::Manifest& m) {
-  auto o = m.stats.find("outer_state");
-  return o != m.stats.end() && o->is_object() ? o->value("key", "") : "";
-}
 }  // namespace
 
 struct Proxy::Pending {
@@ -68,17 +58,19 @@ void Proxy::load() {
     throw UserError(store_->describe() + "/" + protocol::run_key() + ": [aggregation] mode = \"exact\" needs the dense "
                     "factorization of libtorch, which this build of the proxy does not link (run the bucketrl executable)");
   version_ = protocol::newest_version(*store_).value();
-  auto m = protocol::read_manifest(*store_, version_).value();
-  global_ = protocol::decode_adapter(protocol::read_payload(*store_, m).value(), m.payload_key).value();
+  auto ver = protocol::read_version(*store_, version_).value();
+  const protocol::Manifest& m = ver.manifest;
+  global_ = std::move(ver.adapter);
   cursors_ = m.cursors;
   best_reward_ = m.stats.value("best_reward", nlohmann::json());
   // Without the state the manifest names, momentum would silently restart from zero: fail.
   outer_ = {};
-  if (std::string key = outer_state_key_of(m); !key.empty()) {
+  if (m.outer_state) {
+    const std::string& key = m.outer_state->key;
     std::string body = store_->get(key).value();
-    if (sha256_hex(body) != m.stats.at("outer_state").value("sha256", ""))
+    if (sha256_hex(body) != m.outer_state->sha256)
       throw UserError(store_->describe() + "/" + key + ": does not match manifest v" + std::to_string(version_) + " (sha256)");
-    outer_ = decode_outer_state(body, store_->describe() + "/" + key).value();
+    outer_ = protocol::decode_outer_state(body, store_->describe() + "/" + key).value();
     if (!outer_.master.empty()) {
       // The master must be what the payload was rounded from, or the chain would fork.
       bool same = outer_.master.size() == global_.size();
@@ -127,7 +119,7 @@ void Proxy::load() {
 }
 
 void Proxy::check_health() {
-  auto beats = store_->list_all("heartbeats/");
+  auto beats = store_->list_all(protocol::heartbeats_prefix());
   if (!beats) {
     LOG_WARN("proxy: cannot list heartbeats: {}", beats.status().to_string());
     return;
@@ -297,16 +289,16 @@ bool Proxy::publish() {
     best = {{"version", m.version}, {"reward_mean", rw / samples}};
   if (best.is_object()) m.stats["best_reward"] = best;
   const bool bf16 = cfg_.aggregation.publish_bf16();
-  m.stats["payload_dtype"] = bf16 ? "bfloat16" : "float32";
+  m.payload_dtype = bf16 ? "bfloat16" : "float32";
   Status st;
   if (cfg_.aggregation.server_momentum > 0 || bf16) {
     if (bf16) outer.master = next;
-    std::string body = encode_outer_state(outer);
+    std::string body = protocol::encode_outer_state(outer);
     outer.master.clear();  // global_ is the master copy in memory
     std::string sha = sha256_hex(body);
-    std::string key = outer_state_key(m.version, sha);
-    m.stats["outer_state"] = {{"key", key}, {"sha256", sha}, {"size", body.size()}};
-    st = store_->put(key, body);  // before the manifest that names it
+    // Next to the payload, content-addressed like it: racing proxies never overwrite each other's.
+    m.outer_state = protocol::OuterStateRef{protocol::outer_state_key(m.version, sha), sha, body.size()};
+    st = store_->put(m.outer_state->key, body);  // before the manifest that names it
   }
   if (st) st = protocol::publish_version(*store_, m, protocol::encode_adapter(next, bf16 ? st::DType::BF16 : st::DType::F32));
   if (!st) {
@@ -362,13 +354,12 @@ void Proxy::collect_garbage() {
   std::set<int64_t> pinned;
   for (auto& [w, h] : health_)
     if (h.health != "lost" && h.health != "stopped") pinned.insert(h.beat.version);
-  auto objs = store_->list_all("global/");
+  auto objs = store_->list_all(protocol::global_prefix());
   if (!objs) return;
   std::map<int64_t, std::vector<std::string>> payloads;
-  for (auto& o : *objs) {
-    if (o.key.size() < 17 || (o.key.compare(17, 8, "adapter-") != 0 && o.key.compare(17, 6, "outer-") != 0)) continue;
-    payloads[std::strtoll(o.key.c_str() + 8, nullptr, 10)].push_back(o.key);
-  }
+  for (auto& o : *objs)
+    if (auto k = protocol::parse_version_key(o.key); k && k->object != protocol::VersionObject::manifest)
+      payloads[k->version].push_back(o.key);
   // A version is done only when its manifest was read and every removal succeeded; the first
   // that is not stays in the range of the next pass (a failed read or remove is retried, not
   // skipped for good), and each failure is counted (bucketrl_proxy_gc_failures_total).
@@ -402,7 +393,7 @@ void Proxy::collect_garbage() {
       auto m = protocol::read_manifest(*store_, v);
       if (m)
         for (auto& k : keys)
-          if (k != m->payload_key && k != outer_state_key_of(*m)) remove(k, v, true);
+          if (k != m->payload_key && !(m->outer_state && k == m->outer_state->key)) remove(k, v, true);
     }
   }
   gc_through_ = std::max(gc_through_, std::min(keep_from, first_incomplete) - 1);

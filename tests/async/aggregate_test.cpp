@@ -279,17 +279,17 @@ TEST(OuterState, RoundTripAndCorruption) {
   OuterState s;
   s.steps = 7;
   s.momentum = {{kA, {2, 3}, {1, -2, 3.5f, 0, 1e-30f, -0.0f}}, {kB, {1}, {42}}};
-  std::string bytes = encode_outer_state(s);
-  auto back = decode_outer_state(bytes, "state");
+  std::string bytes = protocol::encode_outer_state(s);
+  auto back = protocol::decode_outer_state(bytes, "state");
   ASSERT_TRUE(back) << back.status().to_string();
   EXPECT_EQ(back->steps, 7);
   EXPECT_TRUE(bit_equal(back->momentum, s.momentum));
   EXPECT_EQ(back->momentum[0].shape, (std::vector<int64_t>{2, 3}));
-  auto cut = decode_outer_state(bytes.substr(0, bytes.size() - 3), "state");
+  auto cut = protocol::decode_outer_state(bytes.substr(0, bytes.size() - 3), "state");
   EXPECT_FALSE(cut);
   EXPECT_EQ(cut.status().code(), StatusCode::kCorrupt);
   // A plain adapter is not a state.
-  auto adapter = decode_outer_state(protocol::encode_adapter(s.momentum), "adapter");
+  auto adapter = protocol::decode_outer_state(protocol::encode_adapter(s.momentum), "adapter");
   ASSERT_FALSE(adapter);
   EXPECT_NE(adapter.status().message().find("not an outer optimizer state"), std::string::npos);
 }
@@ -312,7 +312,7 @@ TEST_P(NesterovRestart, IsBitIdentical) {
   OuterState first;
   auto h = g0;
   for (int v = 0; v < 3; ++v) h = aggregate(cfg, input(h, rounds[v], w), &first).next;
-  OuterState resumed = decode_outer_state(encode_outer_state(first), "state").value();
+  OuterState resumed = protocol::decode_outer_state(protocol::encode_outer_state(first), "state").value();
   auto h2 = protocol::decode_adapter(protocol::encode_adapter(h), "adapter").value();  // as the bucket returns it
   for (int v = 3; v < 6; ++v) h2 = aggregate(cfg, input(h2, rounds[v], w), &resumed).next;
 
@@ -489,10 +489,10 @@ TEST_P(ProxyRestart, ContinuesExactly) {
   for (int64_t v = 1; v <= 6; ++v) {
     auto ma = protocol::read_manifest(sa, v).value(), mb = protocol::read_manifest(sb, v).value();
     EXPECT_EQ(ma.payload_sha256, mb.payload_sha256) << "version " << v;
-    EXPECT_EQ(ma.stats["outer_state"]["sha256"], mb.stats["outer_state"]["sha256"]) << "version " << v;
+    EXPECT_EQ(ma.outer_state->sha256, mb.outer_state->sha256) << "version " << v;
     EXPECT_EQ(mb.stats["outer_steps"], v);
     EXPECT_EQ(mb.stats["mode"], "fedavg");
-    EXPECT_EQ(mb.stats["payload_dtype"], GetParam());
+    EXPECT_EQ(mb.payload_dtype, GetParam());
     EXPECT_EQ(mb.updates.size(), 2u);
     if (v < 5) continue;  // older payloads are collected (keep_versions 2, GC at v5)
     auto bytes = protocol::read_payload(sb, mb).value();
@@ -502,7 +502,7 @@ TEST_P(ProxyRestart, ContinuesExactly) {
     EXPECT_LT(bytes.size(), (bf16 ? 2u : 4u) * (4 * 16 + 16 * 4) + 400u) << "version " << v;
     auto got = protocol::decode_adapter(bytes, "v").value();
     EXPECT_TRUE(bit_equal(got, bf16 ? aten_bf16(want[v]) : want[v])) << "version " << v;
-    auto state = decode_outer_state(sb.get(mb.stats["outer_state"]["key"].get<std::string>()).value(), "state").value();
+    auto state = protocol::decode_outer_state(sb.get(mb.outer_state->key).value(), "state").value();
     EXPECT_TRUE(bf16 ? bit_equal(state.master, want[v]) : state.master.empty()) << "version " << v;
   }
   EXPECT_TRUE(!bf16 || !bit_equal(aten_bf16(want[6]), want[6]));  // the master is not the payload
@@ -516,11 +516,11 @@ TEST_P(ProxyRestart, ContinuesExactly) {
   }
   // GC at v5 kept versions >= 4: the state of v1..v3 is gone, that of v4..v6 is there.
   auto m3 = protocol::read_manifest(sb, 3).value(), m5 = protocol::read_manifest(sb, 5).value();
-  EXPECT_TRUE(sb.get(m3.stats["outer_state"]["key"].get<std::string>()).status().is_not_found());
-  auto body = sb.get(m5.stats["outer_state"]["key"].get<std::string>());
+  EXPECT_TRUE(sb.get(m3.outer_state->key).status().is_not_found());
+  auto body = sb.get(m5.outer_state->key);
   ASSERT_TRUE(body);
-  EXPECT_EQ(sha256_hex(*body), m5.stats["outer_state"]["sha256"]);
-  EXPECT_EQ(decode_outer_state(*body, "v5").value().steps, 5);
+  EXPECT_EQ(sha256_hex(*body), m5.outer_state->sha256);
+  EXPECT_EQ(protocol::decode_outer_state(*body, "v5").value().steps, 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(PublishDtype, ProxyRestart, ::testing::Values("float32", "bfloat16"),
@@ -547,7 +547,7 @@ TEST(ProxyRestartState, MissingStateIsAnError) {
   }
   store::LocalStore s(dir);
   auto m = protocol::read_manifest(s, 1).value();
-  ASSERT_TRUE(s.remove(m.stats["outer_state"]["key"].get<std::string>()).is_ok());
+  ASSERT_TRUE(s.remove(m.outer_state->key).is_ok());
   EXPECT_ANY_THROW(Proxy(test::proxy_options(dir, "p2")));
 }
 

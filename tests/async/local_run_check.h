@@ -74,7 +74,7 @@ inline void two_workers_train_through(const std::string& bucket, const std::stri
   auto bytes = protocol::read_payload(*store, man).value();
   EXPECT_EQ(st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "newest").get(got[0].name).dtype,
             publish_dtype == "bfloat16" ? st::DType::BF16 : st::DType::F32);
-  EXPECT_EQ(man.stats["payload_dtype"], publish_dtype);
+  EXPECT_EQ(man.payload_dtype, publish_dtype);
   auto want = protocol::decode_adapter(bytes, "newest").value();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].data, want[i].data) << got[i].name;

@@ -31,6 +31,31 @@ TEST(Layout, Parse) {
   EXPECT_FALSE(parse_update_key("updates//abc.upd"));
 }
 
+// Every key the proxy's garbage collection and the evaluator read back: parsed where made.
+TEST(Layout, VersionAndEvalKeysRoundTrip) {
+  const std::string sha(64, 'c');
+  EXPECT_EQ(outer_state_key(7, sha), "global/v00000007/outer-cccccccccccccccc.safetensors");
+  for (int64_t v : {0, 7, 12345678}) {
+    auto m = parse_version_key(manifest_key(v)), a = parse_version_key(adapter_key(v, sha)),
+         o = parse_version_key(outer_state_key(v, sha));
+    ASSERT_TRUE(m && a && o) << v;
+    EXPECT_EQ(m->version, v);
+    EXPECT_EQ(a->version, v);
+    EXPECT_EQ(o->version, v);
+    EXPECT_EQ(m->object, VersionObject::manifest);
+    EXPECT_EQ(a->object, VersionObject::adapter);
+    EXPECT_EQ(o->object, VersionObject::outer_state);
+    EXPECT_EQ(parse_eval_key(eval_key(v)), v);
+    EXPECT_EQ(parse_manifest_key(adapter_key(v, sha)), std::nullopt);
+  }
+  for (const char* bad : {"global/LATEST", "global/v0000001x/manifest.json", "global/v00000001/adapter-.safetensors",
+                          "global/v00000001/other-abc.safetensors", "global/v00000001/adapter-a/b.safetensors",
+                          "global/v00000001/manifest.json.tmp", "global/v00000001", "xglobal/v00000001/manifest.json"})
+    EXPECT_EQ(parse_version_key(bad), std::nullopt) << bad;
+  for (const char* bad : {"evals/v00000001.jsonl", "evals/v1.json", "evals/", "global/v00000001.json"})
+    EXPECT_EQ(parse_eval_key(bad), std::nullopt) << bad;
+}
+
 TEST(Layout, WorkerIds) {
   check_worker_id("worker-0.a_b");
   EXPECT_THROW(check_worker_id(""), brl::UserError);

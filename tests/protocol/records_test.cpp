@@ -278,6 +278,48 @@ TEST(Records, ManifestRoundTripAndValidation) {
   EXPECT_FALSE(RunDescription::parse(R"({"protocol_version": 2})", "run.json"));
 }
 
+// The typed pointers of a manifest live in its "stats" object on the wire (the bucket protocol
+// is unchanged): round trip, old manifests without them, and bad values named.
+TEST(Records, ManifestPayloadDtypeAndOuterState) {
+  Manifest m = manifest(4);
+  m.stats = {{"delta_norm", 0.5}};
+  m.payload_dtype = "bfloat16";
+  m.outer_state = OuterStateRef{outer_state_key(4, std::string(64, 'a')), std::string(64, 'a'), 123};
+  const auto j = m.to_json();
+  EXPECT_EQ(j["stats"]["payload_dtype"], "bfloat16");
+  EXPECT_EQ(j["stats"]["outer_state"]["key"], "global/v00000004/outer-aaaaaaaaaaaaaaaa.safetensors");
+  EXPECT_EQ(j["stats"]["outer_state"]["size"], 123);
+  auto back = Manifest::parse(j.dump(), "m").value();
+  EXPECT_EQ(back.payload_dtype, "bfloat16");
+  ASSERT_TRUE(back.outer_state);
+  EXPECT_EQ(back.outer_state->key, m.outer_state->key);
+  EXPECT_EQ(back.outer_state->sha256, m.outer_state->sha256);
+  EXPECT_EQ(back.outer_state->size, 123u);
+  EXPECT_EQ(back.stats, (nlohmann::json{{"delta_norm", 0.5}}));  // the rest of stats as it was
+  EXPECT_EQ(back.to_json(), j);
+
+  auto old = j;  // before either field existed
+  old["stats"].erase("payload_dtype");
+  old["stats"].erase("outer_state");
+  auto o = Manifest::parse(old.dump(), "m").value();
+  EXPECT_EQ(o.payload_dtype, "");
+  EXPECT_FALSE(o.outer_state);
+
+  auto bad = j;
+  bad["stats"]["payload_dtype"] = "float16";
+  auto e = Manifest::parse(bad.dump(), "global/v4/manifest.json");
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("stats.payload_dtype 'float16'"), std::string::npos) << e.status().message();
+  bad = j;
+  bad["stats"]["outer_state"]["key"] = outer_state_key(3, std::string(64, 'a'));  // another version's
+  e = Manifest::parse(bad.dump(), "m");
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("not an outer state of version 4"), std::string::npos) << e.status().message();
+  bad = j;
+  bad["stats"]["outer_state"] = "global/v00000004/outer-a.safetensors";
+  EXPECT_FALSE(Manifest::parse(bad.dump(), "m"));
+}
+
 // Integer fields hold JSON integers that fit: 1e300 was a float -> int64 cast, undefined
 // behaviour (fuzz/records_fuzz, regression input fuzz/corpus/records/heartbeat_time_1e39).
 TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRange) {
