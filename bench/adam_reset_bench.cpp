@@ -1,5 +1,5 @@
 // What a worker's AdamW state does when it adopts a new version (issue 21), in one process on
-// the chaos recipe (tests/async/async_util.h: the "say seven" task on a random 2-layer base,
+// the chaos recipe (tests/launch/async_util.h: the "say seven" task on a random 2-layer base,
 // lr 5e-3, LoRA r 4, 8 x 8 completions a step). Adopting a version every K steps is modelled by
 // touching AdamW every K steps as the worker would: keep (nothing), reset (a fresh AdamW),
 // reset_momentum (the first moment zeroed). Same seeds for every mode. Prints per mode the mean
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../tests/async/async_util.h"
+#include "../tests/launch/async_util.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
 #include "lora/lora.h"

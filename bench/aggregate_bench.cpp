@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "async/aten_factorizer.h"
+#include "launch/aten_factorizer.h"
 #include "proxy/aggregate.h"
 #include "bench_util.h"
 #include "util/error.h"
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       floats += global[0].data.size() + global[1].data.size();
       proxy::AggregateInput in;
       in.global = &global;
-      in.factorizer = &async::aten_factorizer();
+      in.factorizer = &launch::aten_factorizer();
       for (int u = 0; u < updates; ++u) in.deltas.push_back(&deltas[u]), in.weights.push_back(64.0 * (1 + u % 4));
       for (auto& mode : modes)
         for (int rep = 0; rep < reps; ++rep) {

@@ -2,7 +2,7 @@
 # Chaos soak: the proxy and three workers (the real bucketrl executable) train a tiny task
 # while one of them is SIGKILLed every moment or so (at random, or right as it writes an update
 # or a version) and restarted; at the end a clean stop and the run's invariants, checked from
-# the bucket alone (tests/async/chaos_slow_test.cpp, which this runs for as long as asked).
+# the bucket alone (tests/launch/chaos_slow_test.cpp, which this runs for as long as asked).
 #   scripts/chaos.sh                          40 s on a temporary directory bucket (the CI size)
 #   scripts/chaos.sh --seconds 3600           an hour
 #   scripts/chaos.sh --bucket s3://B/chaos-1  on S3 (a fresh prefix; AWS_* variables as usual)

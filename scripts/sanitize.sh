@@ -2,7 +2,7 @@
 # The torch-free unit tests (areas util, store, tokenizer, tasks, config, codec, protocol,
 # obs, proxy) under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer), built
 # with clang in build-san/ (see scripts/san_build.sh). The torch areas (model, generate, lora,
-# grpo, async): scripts/sanitize_torch.sh.
+# grpo, worker, launch): scripts/sanitize_torch.sh.
 #   scripts/sanitize.sh              the quick (unit) tests
 #   scripts/sanitize.sh -L s3        any ctest arguments instead (the S3 tests need the server)
 set -euo pipefail

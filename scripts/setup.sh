@@ -23,9 +23,9 @@ test_pkgs=(
   libgtest-dev
   # The real S3 server for tests (Ceph RGW), see scripts/s3-server.sh.
   radosgw ceph-mon ceph-osd
-  # `ip netns` and veth links: the several-hosts test (tests/async/netns_s3_test.cpp).
+  # `ip netns` and veth links: the several-hosts test (tests/launch/netns_s3_test.cpp).
   iproute2
-  # The dashboard's browser test (tests/async/dashboard_slow_test.cpp): headless Chromium.
+  # The dashboard's browser test (tests/launch/dashboard_slow_test.cpp): headless Chromium.
   chromium
   # The sanitizer and fuzz builds (scripts/sanitize.sh, scripts/fuzz.sh): clang with its
   # sanitizer and libFuzzer runtimes (only recommended by clang, so named), llvm-symbolizer.

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "async/aten_factorizer.h"
-#include "async/evaluator.h"
-#include "async/local_run.h"
-#include "async/run_setup.h"
-#include "async/worker.h"
+#include "launch/aten_factorizer.h"
+#include "worker/evaluator.h"
+#include "launch/local_run.h"
+#include "launch/run_setup.h"
+#include "worker/worker.h"
 #include "cli/command.h"
 #include "config/run_config.h"
 #include "obs/proxy_http.h"
@@ -47,7 +47,7 @@ cli::Register init_reg("init", "create a run in a bucket: upload the base model,
     if (!model.empty()) cfg.model.path = model;
     cli::init_compute(1);
     auto store = protocol::open_bucket(bucket);
-    auto run = async::init_run(*store, cfg);
+    auto run = launch::init_run(*store, cfg);
     std::printf("run %s created in %s (base %s); start workers with: bucketrl worker --bucket %s\n", run.run_id.c_str(),
                 store->describe().c_str(), run.base_sha256.substr(0, 16).c_str(), bucket.c_str());
     return 0;
@@ -55,7 +55,7 @@ cli::Register init_reg("init", "create a run in a bucket: upload the base model,
 });
 
 cli::Register worker_reg("worker", "train on a run's prompts and upload adapter deltas to the bucket", [](CLI::App& app) {
-  static async::WorkerOptions o;
+  static worker::WorkerOptions o;
   static std::string shard;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--id", o.id, "worker id (default: <host>-<pid>)");
@@ -70,7 +70,7 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
   return [] {
     parse_shard(shard, &o.shard, &o.num_shards);
     cli::init_compute(o.threads);
-    auto s = async::run_worker(o, cli::stop_on_signals());
+    auto s = worker::run_worker(o, cli::stop_on_signals());
     std::printf("worker: %lld steps, %lld updates (%llu bytes), %lld versions adopted\n", static_cast<long long>(s.steps),
                 static_cast<long long>(s.updates), static_cast<unsigned long long>(s.bytes_uploaded),
                 static_cast<long long>(s.adopted));
@@ -111,7 +111,7 @@ cli::Register proxy_reg("proxy", "fold worker updates into new global versions; 
     const auto& stop = cli::stop_on_signals();
     auto web = obs::start_proxy_http(o.bucket, http, token_file);  // /health: 503 while the run loads
     if (web) o.on_poll = [m = web->monitor.get()](const proxy::Proxy& p) { m->update(live_state(p)); };
-    o.factorizer = &async::aten_factorizer();
+    o.factorizer = &launch::aten_factorizer();
     proxy::Proxy p(o);
     if (web) {
       web->monitor->update(live_state(p));
@@ -129,7 +129,7 @@ cli::Register proxy_reg("proxy", "fold worker updates into new global versions; 
 });
 
 cli::Register evaluator_reg("evaluator", "evaluate each new global version on held-out prompts (evals/ in the bucket)", [](CLI::App& app) {
-  static async::EvaluatorOptions o;
+  static worker::EvaluatorOptions o;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
   app.add_option("--threads", o.threads, "compute threads");
@@ -137,7 +137,7 @@ cli::Register evaluator_reg("evaluator", "evaluate each new global version on he
   app.add_option("--device", o.device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (default: the run's model.device)");
   return [] {
     cli::init_compute(o.threads);
-    async::run_evaluator(o, cli::stop_on_signals());
+    worker::run_evaluator(o, cli::stop_on_signals());
     return 0;
   };
 });
@@ -145,7 +145,7 @@ cli::Register evaluator_reg("evaluator", "evaluate each new global version on he
 cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers and an evaluator", [](CLI::App& app) {
   static std::string config;
   static std::vector<std::string> sets;
-  static async::LocalRunOptions o;
+  static launch::LocalRunOptions o;
   app.add_option("--config", config, "run.toml");
   app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
   app.add_option("--bucket", o.bucket, "bucket URL or directory (default <train.output_dir>/bucket)");
@@ -167,7 +167,7 @@ cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers 
     cli::init_compute(1);
     if (auto a = obs::parse_listen_address(o.http); !a.off)
       LOG_INFO("run: dashboard at http://{}:{}/ (served by the proxy; see its log if it does not answer)", a.host, a.port);
-    auto s = async::run_local(cfg, o, cli::stop_on_signals());
+    auto s = launch::run_local(cfg, o, cli::stop_on_signals());
     std::printf("run: %lld versions from %lld updates in %.0f s; held-out accuracy %.3f -> %.3f; adapter: %s\n%s\n",
                 static_cast<long long>(s.versions), static_cast<long long>(s.updates), s.seconds, s.initial_accuracy,
                 s.final_accuracy, s.adapter_dir.c_str(), s.verify.summary().c_str());
@@ -193,7 +193,7 @@ cli::Register export_reg("export", "write a global version of a run as a PEFT ad
   app.add_option("--version", version, "global version (default: the newest)");
   app.add_option("--out", out, "output folder")->required();
   return [] {
-    std::printf("adapter written to %s\n", async::export_adapter(bucket, version, out).c_str());
+    std::printf("adapter written to %s\n", launch::export_adapter(bucket, version, out).c_str());
     return 0;
   };
 });

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "async/demo.h"
+#include "launch/demo.h"
 #include "cli/command.h"
 #include "grpo/demo_recipe.h"
 #include "grpo/train_loop.h"
@@ -24,14 +24,14 @@ std::string pass_change(int64_t k0, double p10, double pk0, int64_t k1, double p
   return fmt::format("; pass@1 {:.3f} -> {:.3f}, pass@{} {:.3f} -> {:.3f}", p10, p11, k1, pk0, pk1);
 }
 
-int single_process(const brl::async::DemoOptions& o) {
+int single_process(const brl::launch::DemoOptions& o) {
   auto t0 = std::chrono::steady_clock::now();
   const brl::DemoRecipe recipe = brl::demo_recipe(o.recipe);
   brl::RunConfig cfg = recipe.run;
   cfg.train.output_dir = (fs::path(o.out) / "grpo").string();
   cfg.apply_overrides(o.overrides);
   brl::cli::init_compute(0);  // pretraining: every core
-  auto base = brl::async::ensure_demo_base(o.out, cfg, recipe.pretrain);
+  auto base = brl::launch::ensure_demo_base(o.out, cfg, recipe.pretrain);
   brl::cli::init_compute(cfg.train.threads);
   cfg.model.path = base.dir;
   double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -49,7 +49,7 @@ int single_process(const brl::async::DemoOptions& o) {
 }
 
 brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA over a bucket, report held-out accuracy", [](CLI::App& app) {
-  static brl::async::DemoOptions o;
+  static brl::launch::DemoOptions o;
   static bool print_config = false;
   app.add_option("--recipe", o.recipe,
                  "fast: two-digit addition, a base with a wrong habit GRPO removes (about a minute); "
@@ -91,7 +91,7 @@ brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA ove
     if (auto a = brl::obs::parse_listen_address(o.http); !a.off)
       LOG_INFO("demo: live dashboard at http://{}:{}/ once training starts", a.host, a.port);
     auto t0 = std::chrono::steady_clock::now();
-    auto d = brl::async::run_demo(o, brl::cli::stop_on_signals());
+    auto d = brl::launch::run_demo(o, brl::cli::stop_on_signals());
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto& r = d.run;
     const auto &a = r.first_eval, &b = r.last_eval;

@@ -49,6 +49,24 @@ std::string update_signing_bytes(const UpdateHeader& h) {
   return std::string(kSigningDomain) + j.dump();
 }
 
+UpdateHeader make_update_header(const std::string& worker, const std::string& id, int64_t base_version,
+                                const UpdateStats& stats, const std::string& codec, int64_t created_ms) {
+  UpdateHeader h;
+  h.worker = worker;
+  h.id = id;
+  h.base_version = base_version;
+  h.steps = stats.steps;
+  h.samples = stats.samples;
+  h.reward_mean = stats.reward_mean;
+  h.reward_std = stats.reward_std;
+  h.accuracy = stats.accuracy;
+  h.frac_reward_zero_std = stats.frac_reward_zero_std;
+  h.codec = codec;
+  h.created_ms = created_ms;
+  h.seconds = stats.seconds;
+  return h;
+}
+
 std::string encode_update(UpdateHeader h, std::string_view payload, const ed25519::SigningKey* key) {
   h.payload_sha256 = sha256_hex(payload);
   h.payload_size = payload.size();

@@ -52,6 +52,18 @@ struct UpdateHeader {
   nlohmann::json to_json() const;  // signer/signature only when set
 };
 
+// What a worker reports about the steps in one update.
+struct UpdateStats {
+  int64_t steps = 0, samples = 0;
+  double reward_mean = 0, reward_std = 0, accuracy = 0;
+  double frac_reward_zero_std = -1;  // -1: not reported
+  double seconds = 0;                // wall time the steps took
+};
+// The header of `worker`'s update `id` (make_update_id) whose delta is against version
+// base_version; payload hash, size and signature are filled by encode_update.
+UpdateHeader make_update_header(const std::string& worker, const std::string& id, int64_t base_version,
+                                const UpdateStats& stats, const std::string& codec, int64_t created_ms);
+
 // Builds the object; fills payload_sha256/payload_size from the payload. With a key it signs
 // the header (setting signer and signature); without one it writes signer and signature as
 // they are in h (empty: an unsigned update).

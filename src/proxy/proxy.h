@@ -46,7 +46,7 @@ struct ProxyOptions {
   // Called on the proxy's thread after every poll of run(), e.g. to hand a snapshot to the
   // HTTP endpoints (obs/monitor.h); must not block.
   std::function<void(const Proxy&)> on_poll;
-  // Aggregation mode "exact" factorizes with this (async::aten_factorizer() in the binary);
+  // Aggregation mode "exact" factorizes with this (launch::aten_factorizer() in the binary);
   // null: a run in that mode is refused at load.
   const ProductFactorizer* factorizer = nullptr;
 };

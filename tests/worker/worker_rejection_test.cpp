@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "proxy/proxy.h"
-#include "async/worker.h"
-#include "async_util.h"
+#include "worker/worker.h"
+#include "../launch/async_util.h"
 #include "../proxy/proxy_util.h"
 #include "protocol/layout.h"
 #include "protocol/records.h"
@@ -35,14 +35,14 @@ TEST(WorkerRejection, WorkerReadsItsRejectionsFromTheManifests) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  async::WorkerOptions o;
+  worker::WorkerOptions o;
   o.bucket = bucket;
   o.id = "wa";
   o.cache_dir = tmp.str("cache");
   o.threads = 1;
   o.max_steps = 2;
   std::atomic<bool> stop{false};
-  auto sum = async::run_worker(o, stop);
+  auto sum = worker::run_worker(o, stop);
   done = true;
   proxy_thread.join();
 

@@ -4,9 +4,9 @@
 
 #include "proxy/aggregate.h"
 
-namespace brl::async {
+namespace brl::launch {
 
 // One process-wide instance (stateless).
 const proxy::ProductFactorizer& aten_factorizer();
 
-}  // namespace brl::async
+}  // namespace brl::launch

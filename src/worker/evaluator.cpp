@@ -1,12 +1,12 @@
-#include "async/evaluator.h"
+#include "worker/evaluator.h"
 
 #include <ATen/Parallel.h>
 
 #include <chrono>
 #include <thread>
 
-#include "async/adapter_state.h"
-#include "async/run_setup.h"
+#include "worker/adapter_state.h"
+#include "worker/join.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
 #include "model/threads.h"
@@ -14,7 +14,7 @@
 #include "protocol/layout.h"
 #include "util/log.h"
 
-namespace brl::async {
+namespace brl::worker {
 
 void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
   if (opt.threads > 0) model::set_compute_threads(opt.threads);
@@ -63,4 +63,4 @@ void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
   eval_newest();  // the final version
 }
 
-}  // namespace brl::async
+}  // namespace brl::worker

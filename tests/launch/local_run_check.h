@@ -9,8 +9,8 @@
 #include <atomic>
 #include <set>
 
-#include "async/adapter_state.h"
-#include "async/local_run.h"
+#include "worker/adapter_state.h"
+#include "launch/local_run.h"
 #include "async_util.h"
 #include "lora/lora.h"
 #include "protocol/bucket.h"
@@ -27,13 +27,13 @@ inline void two_workers_train_through(const std::string& bucket, const std::stri
   TempDir tmp;
   RunConfig cfg = learnable_config(make_base(tmp.str("base")), tmp.str("out"));
   cfg.aggregation.publish_dtype = publish_dtype;
-  async::LocalRunOptions o;
+  launch::LocalRunOptions o;
   o.workers = 2;
   o.time_limit_s = 20;
   o.exe = BRL_EXE;
   o.bucket = bucket;
   std::atomic<bool> stop{false};
-  auto s = async::run_local(cfg, o, stop);
+  auto s = launch::run_local(cfg, o, stop);
   ASSERT_TRUE(s.verify.ok()) << s.verify.summary();
   EXPECT_GE(s.versions, 4) << s.verify.summary();
 
@@ -69,7 +69,7 @@ inline void two_workers_train_through(const std::string& bucket, const std::stri
   // The exported adapter is the newest version, loadable as PEFT.
   auto m = model::load_model(cfg.model.path);
   lora::load_peft(m, s.adapter_dir);
-  auto got = async::snapshot(m);
+  auto got = worker::snapshot(m);
   auto man = protocol::read_manifest(*store, s.versions).value();
   auto bytes = protocol::read_payload(*store, man).value();
   EXPECT_EQ(st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "newest").get(got[0].name).dtype,

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <map>
 
-#include "async/local_run.h"
+#include "launch/local_run.h"
 #include "async_util.h"
 #include "protocol/bucket.h"
 
@@ -35,20 +35,20 @@ std::vector<Round> rounds(const std::string& bucket, int64_t newest) {
   return out;
 }
 
-async::LocalRunSummary run(const std::string& mode, test::TempDir& tmp, double max_update_norm = 0, double poll_s = 0.3) {
+launch::LocalRunSummary run(const std::string& mode, test::TempDir& tmp, double max_update_norm = 0, double poll_s = 0.3) {
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str(mode));
   cfg.sync.mode = mode;
   cfg.proxy.poll_interval_s = poll_s;
   cfg.aggregation.max_update_norm = max_update_norm;
   cfg.sync.sync_steps = 2;
-  async::LocalRunOptions o;
+  launch::LocalRunOptions o;
   o.workers = 2;
   o.time_limit_s = 15;
   o.exe = BRL_EXE;
   o.evaluator = false;
   o.slowdown = {1, 4};
   std::atomic<bool> stop{false};
-  return async::run_local(cfg, o, stop);
+  return launch::run_local(cfg, o, stop);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <string>
 
-namespace brl::async {
+namespace brl::worker {
 
 struct EvaluatorOptions {
   std::string bucket;
@@ -20,4 +20,4 @@ struct EvaluatorOptions {
 
 void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop);
 
-}  // namespace brl::async
+}  // namespace brl::worker

@@ -5,7 +5,7 @@
 #include <map>
 #include <thread>
 
-#include "async/run_setup.h"
+#include "launch/run_setup.h"
 #include "async_util.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
@@ -24,7 +24,7 @@ TEST(Crash, TwoProxiesNeverBothPublishOneVersion) {
   const std::string bucket = tmp.str("bucket"), cache = tmp.str("cache");
   {
     auto s = protocol::open_bucket(bucket);
-    async::init_run(*s, cfg);
+    launch::init_run(*s, cfg);
   }
   std::vector<test::Proc> procs;
   for (int i = 0; i < 2; ++i)

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "async/local_run.h"
+#include "launch/local_run.h"
 #include "async_util.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
@@ -21,13 +21,13 @@ TEST(Stability, KeepsWhatItLearnedWhenTrainingGoesOn) {
   test::TempDir tmp;
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
   cfg.train.eval_pass_k = 0;  // greedy accuracy is the criterion; leave the cores to the workers
-  async::LocalRunOptions o;
+  launch::LocalRunOptions o;
   o.workers = 2;
   o.time_limit_s = 90;
   o.eval_interval_s = 2;
   o.exe = BRL_EXE;
   std::atomic<bool> stop{false};
-  auto s = async::run_local(cfg, o, stop);
+  auto s = launch::run_local(cfg, o, stop);
   ASSERT_TRUE(s.verify.ok()) << s.verify.summary();
   auto store = protocol::open_bucket(s.bucket);
   std::vector<protocol::EvalRecord> evals;

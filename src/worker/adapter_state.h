@@ -8,7 +8,7 @@
 #include "codec/codec.h"
 #include "model/llama.h"
 
-namespace brl::async {
+namespace brl::worker {
 
 std::vector<codec::Tensor> snapshot(model::Model& m);
 // Copies values into the attached adapter (same names and shapes; errors name `source`).
@@ -17,4 +17,4 @@ void assign(model::Model& m, const std::vector<codec::Tensor>& values, const std
 std::vector<codec::Tensor> subtract(const std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b);
 double l2_norm(const std::vector<codec::Tensor>& t);
 
-}  // namespace brl::async
+}  // namespace brl::worker

@@ -1,4 +1,4 @@
-// Several hosts (tests/async/netns_util.h): the proxy, two workers and the evaluator each in a
+// Several hosts (tests/launch/netns_util.h): the proxy, two workers and the evaluator each in a
 // network namespace of their own, the S3 server (Ceph RGW, scripts/s3-server.sh) in the
 // test's, reached over each host's own veth link; nothing can talk but through the bucket.
 // Mid-run, worker w1's link is cut for 20 s, then the proxy's for 15 s. While w1 is away the

@@ -1,4 +1,4 @@
-#include "async/adapter_state.h"
+#include "worker/adapter_state.h"
 
 #include <torch/torch.h>
 
@@ -9,7 +9,7 @@
 #include "lora/lora.h"
 #include "util/error.h"
 
-namespace brl::async {
+namespace brl::worker {
 
 std::vector<codec::Tensor> snapshot(model::Model& m) {
   std::vector<codec::Tensor> out;
@@ -46,4 +46,4 @@ double l2_norm(const std::vector<codec::Tensor>& t) {
   return std::sqrt(s);
 }
 
-}  // namespace brl::async
+}  // namespace brl::worker

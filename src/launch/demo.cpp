@@ -1,4 +1,4 @@
-#include "async/demo.h"
+#include "launch/demo.h"
 
 #include <chrono>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "util/file.h"
 #include "util/log.h"
 
-namespace brl::async {
+namespace brl::launch {
 
 namespace fs = std::filesystem;
 
@@ -102,4 +102,4 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   return sum;
 }
 
-}  // namespace brl::async
+}  // namespace brl::launch

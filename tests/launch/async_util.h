@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "async/run_setup.h"
+#include "launch/run_setup.h"
 #include "config/run_config.h"
 #include "grpo/pretrain.h"
 #include "model/loader.h"
@@ -80,7 +80,7 @@ inline RunConfig learnable_config(const std::string& base, const std::string& ou
 inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg, const std::string& url = "") {
   std::string bucket = url.empty() ? tmp.str("bucket") : url;
   auto s = protocol::open_bucket(bucket);
-  async::init_run(*s, cfg);
+  launch::init_run(*s, cfg);
   return bucket;
 }
 

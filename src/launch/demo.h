@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "async/local_run.h"
+#include "launch/local_run.h"
 #include "config/run_config.h"
 #include "grpo/pretrain.h"
 
-namespace brl::async {
+namespace brl::launch {
 
 struct DemoOptions {
   std::string recipe = "fast";   // grpo/demo_recipe.h; the three below default to the recipe's
@@ -49,4 +49,4 @@ struct DemoSummary {
 // Also writes OUT/run/summary.json (accuracies, times, versions) for scripts.
 DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop);
 
-}  // namespace brl::async
+}  // namespace brl::launch

@@ -1,4 +1,4 @@
-#include "async/local_run.h"
+#include "launch/local_run.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "async/run_setup.h"
+#include "launch/run_setup.h"
 #include "lora/lora.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace brl::async {
+namespace brl::launch {
 
 namespace fs = std::filesystem;
 
@@ -276,4 +276,4 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   return sum;
 }
 
-}  // namespace brl::async
+}  // namespace brl::launch

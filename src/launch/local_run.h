@@ -12,7 +12,7 @@
 #include "protocol/records.h"
 #include "protocol/verify.h"
 
-namespace brl::async {
+namespace brl::launch {
 
 struct LocalRunOptions {
   std::string bucket;            // "" = <train.output_dir>/bucket
@@ -45,4 +45,4 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
 // Writes global version `version` (-1 = newest) of the run at `bucket` as a PEFT folder.
 std::string export_adapter(const std::string& bucket, int64_t version, const std::string& dir);
 
-}  // namespace brl::async
+}  // namespace brl::launch

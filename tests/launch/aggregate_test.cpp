@@ -18,7 +18,7 @@
 #include <fstream>
 #include <random>
 
-#include "async/aten_factorizer.h"
+#include "launch/aten_factorizer.h"
 #include "proxy/aggregate.h"
 #include "proxy/proxy.h"
 #include "codec/codec.h"
@@ -70,7 +70,7 @@ AggregateInput input(const std::vector<Tensor>& g, const std::vector<std::vector
   in.weights = std::move(w);
   for (auto& d : ds) in.deltas.push_back(&d);
   if (in.weights.empty()) in.weights.assign(ds.size(), 1.0);
-  in.factorizer = &async::aten_factorizer();
+  in.factorizer = &launch::aten_factorizer();
   return in;
 }
 

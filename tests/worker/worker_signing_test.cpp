@@ -12,9 +12,9 @@
 #include <functional>
 
 #include "proxy/proxy.h"
-#include "async/run_setup.h"
-#include "async/worker.h"
-#include "async_util.h"
+#include "launch/run_setup.h"
+#include "worker/worker.h"
+#include "../launch/async_util.h"
 #include "../proxy/proxy_util.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
@@ -61,12 +61,12 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
   const std::string bucket = tmp.str("bucket");
   {
     auto s = protocol::open_bucket(bucket);
-    auto run = async::init_run(*s, cfg);
+    auto run = launch::init_run(*s, cfg);
     EXPECT_EQ(run.config["security"]["allowed_keys"], nlohmann::json::array({alice_pub.substr(0, alice_pub.size() - 1)}));
     EXPECT_EQ(run.config["security"]["allowed_keys_file"], "");
   }
 
-  async::WorkerOptions o;
+  worker::WorkerOptions o;
   o.bucket = bucket;
   o.id = "wa";
   o.cache_dir = tmp.str("cache");
@@ -74,20 +74,20 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
   o.max_steps = 1;
   std::atomic<bool> stop{false};
   unsetenv("BRL_SIGNING_KEY_FILE");
-  std::string e = error_of([&] { async::run_worker(o, stop); });
+  std::string e = error_of([&] { worker::run_worker(o, stop); });
   EXPECT_NE(e.find("folds only signed updates"), std::string::npos) << e;
   EXPECT_NE(e.find("--signing-key"), std::string::npos) << e;
   o.signing_key = tmp.str("bob.pem");
-  e = error_of([&] { async::run_worker(o, stop); });
+  e = error_of([&] { worker::run_worker(o, stop); });
   EXPECT_NE(e.find("is not one of the run's 1 allowed keys"), std::string::npos) << e;
   o.signing_key = tmp.str("alice.pub");
-  e = error_of([&] { async::run_worker(o, stop); });
+  e = error_of([&] { worker::run_worker(o, stop); });
   EXPECT_NE(e.find("is a public key"), std::string::npos) << e;
 
   // The allowed key through the environment: one step, one signed update, folded.
   o.signing_key.clear();
   setenv("BRL_SIGNING_KEY_FILE", tmp.str("alice.pem").c_str(), 1);
-  auto sum = async::run_worker(o, stop);
+  auto sum = worker::run_worker(o, stop);
   unsetenv("BRL_SIGNING_KEY_FILE");
   ASSERT_EQ(sum.updates, 1);
   auto s = protocol::open_bucket(bucket);

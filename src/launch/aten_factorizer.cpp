@@ -1,11 +1,11 @@
-#include "async/aten_factorizer.h"
+#include "launch/aten_factorizer.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace brl::async {
+namespace brl::launch {
 
 namespace {
 
@@ -93,4 +93,4 @@ const proxy::ProductFactorizer& aten_factorizer() {
   return f;
 }
 
-}  // namespace brl::async
+}  // namespace brl::launch

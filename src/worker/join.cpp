@@ -1,0 +1,102 @@
+#include "worker/join.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "protocol/layout.h"
+#include "util/error.h"
+#include "util/file.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/progress.h"
+
+namespace brl::worker {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string default_cache(std::string cache_root) {
+  if (cache_root.empty()) {
+    if (const char* c = std::getenv("BUCKETRL_CACHE"); c && *c) cache_root = c;
+    else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) cache_root = std::string(x) + "/bucketrl";
+    else if (const char* h = std::getenv("HOME"); h && *h) cache_root = std::string(h) + "/.cache/bucketrl";
+    else cache_root = "/tmp/bucketrl-cache";
+  }
+  return cache_root;
+}
+
+// key -> path through a temporary file, checked against sha256; kept when already there.
+void fetch_verified(store::ObjectStore& s, const std::string& key, const std::string& sha, const fs::path& path) {
+  if (fs::exists(path) && sha256_file_hex(path.string()) == sha) return;
+  fs::create_directories(path.parent_path());
+  std::string tmp = path.string() + ".tmp-" + std::to_string(getpid());
+  s.get_file(key, tmp).throw_if_error();
+  if (sha256_file_hex(tmp) != sha) {
+    fs::remove(tmp);
+    throw UserError(key + " in " + s.describe() + " does not match run.json's sha256",
+                    "the object was changed after init; re-create the run");
+  }
+  fs::rename(tmp, path);
+}
+}  // namespace
+
+RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, const std::string& cache_root) {
+  RunConfig cfg;
+  cfg.apply_json(run.config, "run.json");
+  cfg.model.path = fetch_base(s, run, cache_root);
+  fs::path data = fs::path(default_cache(cache_root)) / "data";
+  for (std::string* path : {&cfg.task.dataset_path, &cfg.task.eval_path}) {
+    if (path->empty()) continue;
+    auto it = std::find_if(run.data_files.begin(), run.data_files.end(), [&](auto& f) { return protocol::data_key(f.name) == *path; });
+    if (it == run.data_files.end()) throw UserError("run.json: task file " + *path + " is not among the run's data files");
+    fetch_verified(s, *path, it->sha256, data / it->name);
+    *path = (data / it->name).string();
+  }
+  cfg.validate();
+  return cfg;
+}
+
+std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& run, std::string cache_root) {
+  cache_root = default_cache(cache_root);
+  fs::path dir = fs::path(cache_root) / run.base_sha256.substr(0, 16);
+  fs::path done = dir / ".complete";
+  if (fs::exists(done)) {
+    std::ifstream f(done);
+    std::string sha;
+    f >> sha;
+    if (sha == run.base_sha256) return dir.string();
+  }
+  fs::path tmp = fs::path(cache_root) / (".tmp-" + run.base_sha256.substr(0, 16) + "-" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  ProgressOptions po;
+  po.label = "download base";
+  po.unit = ProgressUnit::kBytes;
+  for (auto& f : run.base_files) po.total += static_cast<int64_t>(f.size);
+  Progress bar(po);
+  for (auto& f : run.base_files) {
+    bar.add(0, protocol::base_key(f.name));
+    fetch_verified(s, protocol::base_key(f.name), f.sha256, tmp / f.name);
+    bar.add(static_cast<int64_t>(f.size));
+  }
+  bar.finish(std::to_string(run.base_files.size()) + " files");
+  write_file((tmp / ".complete").string(), run.base_sha256 + "\n");
+  std::error_code ec;
+  if (fs::exists(done)) {  // another process finished while we downloaded
+    fs::remove_all(tmp);
+    return dir.string();
+  }
+  fs::remove_all(dir, ec);  // an incomplete copy
+  fs::rename(tmp, dir, ec);
+  if (ec) {  // another process finished first: use its copy
+    fs::remove_all(tmp);
+    if (!fs::exists(done)) throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message());
+  }
+  LOG_INFO("base model {} cached in {}", run.base_sha256.substr(0, 16), dir.string());
+  return dir.string();
+}
+
+}  // namespace brl::worker

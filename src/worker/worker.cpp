@@ -1,0 +1,303 @@
+#include "worker/worker.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "grpo/train_loop.h"
+#include "grpo/trainer.h"
+#include "model/device.h"
+#include "model/threads.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/update.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "worker/adapter_state.h"
+#include "worker/heartbeat.h"
+#include "worker/join.h"
+
+namespace brl::worker {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string default_worker_id() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string h;
+  for (char* p = host; *p && h.size() < 40; ++p)
+    h += (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') ? *p : '-';
+  return (h.empty() ? "worker" : h) + "-" + std::to_string(getpid());
+}
+
+// The key this worker signs with (--signing-key, else $BRL_SIGNING_KEY_FILE), checked against
+// the run's allow-list up front: a worker whose every update would be rejected must not start.
+std::optional<ed25519::SigningKey> signing_key(const std::string& worker, const std::string& option, const RunConfig& cfg) {
+  std::string path = option;
+  if (path.empty())
+    if (const char* e = std::getenv("BRL_SIGNING_KEY_FILE"); e) path = e;
+  auto allowed = cfg.security.public_keys();
+  if (path.empty()) {
+    if (allowed.empty()) return std::nullopt;
+    throw UserError("worker " + worker + ": this run folds only signed updates (" + std::to_string(allowed.size()) +
+                        " keys in [security] allowed_keys) and the worker has no signing key",
+                    "pass --signing-key NAME.pem or set BRL_SIGNING_KEY_FILE (create a key with `bucketrl keygen --out "
+                    "NAME`; the run's owner adds NAME.pub to allowed_keys)");
+  }
+  auto key = ed25519::SigningKey::load(path);
+  if (!allowed.empty() && !allowed.count(key.public_key()))
+    throw UserError("worker " + worker + ": signing key '" + path + "' (" + ed25519::format_public_key(key.public_key()) +
+                        ") is not one of the run's " + std::to_string(allowed.size()) + " allowed keys",
+                    "use a key whose public half is in the run's [security] allowed_keys (run.json), or start a run "
+                    "that lists this one");
+  return key;
+}
+
+// The proxy's verdicts on a worker's updates are in the manifests (rejected: worker, id,
+// reason): those of the versions since the last adopted one are read on adoption, so a
+// rejection is logged, counted and sent in the heartbeat rather than known only to the proxy.
+constexpr int64_t kRejectionLookback = 64;  // versions read at most per adoption
+
+}  // namespace
+
+Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_device{}()) {
+  id_ = opt_.id.empty() ? default_worker_id() : opt_.id;
+  protocol::check_worker_id(id_);
+  if (opt_.num_shards < 1 || opt_.shard < 0 || opt_.shard >= opt_.num_shards)
+    throw UserError("worker " + id_ + ": shard " + std::to_string(opt_.shard) + "/" + std::to_string(opt_.num_shards) +
+                    " is not valid", "use --shard I/N with 0 <= I < N");
+  store_ = protocol::open_bucket(opt_.bucket);
+  run_ = protocol::read_run(*store_).value();
+  cfg_ = join_run(*store_, run_, opt_.cache_dir);
+  if (!opt_.device.empty()) cfg_.model.device = opt_.device;  // a machine's own, not the run's
+  key_ = signing_key(id_, opt_.signing_key, cfg_);
+  const int threads = opt_.threads > 0 ? opt_.threads : cfg_.train.threads;
+  if (threads > 0) model::set_compute_threads(threads);
+
+  protocol::Heartbeat hb0;
+  hb0.worker = id_;
+  hb0.state = "starting";
+  hb0.pid = getpid();
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  hb0.host = host;
+  beater_ = std::make_unique<HeartbeatSender>(opt_.bucket, hb0, cfg_.sync.heartbeat_interval_s);
+
+  ses_ = std::make_unique<grpo::Session>(grpo::open_session(cfg_));
+  beater_->update([&](protocol::Heartbeat& h) { h.device = model::device_label(ses_->model.device()); });
+  // Sampling differs per worker (and per start, so a restarted worker does not replay).
+  grpo::GrpoConfig g = cfg_.grpo;
+  g.seed = static_cast<int>((static_cast<uint64_t>(g.seed) ^ std::hash<std::string>{}(id_) ^
+                             static_cast<uint64_t>(protocol::now_ms())) & 0x3fffffff);
+  trainer_ = std::make_unique<grpo::GrpoTrainer>(ses_->model, ses_->tokenizer, *ses_->task, g, opt_.shard, opt_.num_shards,
+                                                 ses_->reward_weights);
+  adopt(protocol::newest_version(*store_).value());
+  LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id_, run_.run_id, version_,
+           opt_.shard, opt_.num_shards, at::get_num_threads(),
+           key_ ? "signing as " + ed25519::format_public_key(key_->public_key()) : std::string("unsigned updates"));
+
+  // Update ids must sort after every earlier one of this worker, across restarts.
+  if (auto mine = store_->list_all(protocol::updates_prefix() + id_ + "/"); mine)
+    for (auto& o : *mine)
+      if (auto k = protocol::parse_update_key(o.key))
+        if (auto t = protocol::update_id_time(k->second)) last_ms_ = std::max(last_ms_, *t);
+  if (auto man = protocol::read_manifest(*store_, version_); man)
+    if (auto c = man->cursors.find(id_); c != man->cursors.end())
+      if (auto t = protocol::update_id_time(c->second)) last_ms_ = std::max(last_ms_, *t);
+
+  codec_.kind = codec::parse_kind(cfg_.sync.codec);
+  codec_.block_size = cfg_.sync.block_size;
+  codec_.topk_chunk = cfg_.sync.topk_chunk;
+  codec_.topk_density = cfg_.sync.topk_density;
+  codec_.zstd_level = cfg_.sync.zstd_level;
+  beater_->update([](protocol::Heartbeat& h) { h.state = "training"; });
+  beater_->beat_now();
+  last_sync_ = train_start_ = Clock::now();
+}
+
+Worker::~Worker() = default;
+
+void Worker::adopt(int64_t v) {
+  auto man = protocol::read_manifest(*store_, v).value();
+  auto note_rejections = [&](const protocol::Manifest& m) {
+    for (auto& r : m.rejected) {
+      if (r.worker != id_) continue;
+      ++sum_.rejected;
+      sum_.last_rejection = "update " + r.id + ": " + r.reason;
+      LOG_WARN("worker {}: the proxy rejected update {} (in v{}): {}", id_, r.id, m.version, r.reason);
+    }
+  };
+  if (version_ >= 0) {
+    for (int64_t u = std::max(version_ + 1, v - kRejectionLookback + 1); u < v; ++u)
+      if (auto mu = protocol::read_manifest(*store_, u); mu) note_rejections(*mu);  // else collected already
+    note_rejections(man);
+  }
+  auto t = protocol::read_version(*store_, man).value().adapter;
+  assign(ses_->model, t, man.payload_key);
+  anchor_ = std::move(t);
+  version_ = v;
+  beater_->update([&](protocol::Heartbeat& h) {
+    h.version = v;
+    h.updates_rejected = sum_.rejected;
+    if (!sum_.last_rejection.empty()) h.last_error = "rejected " + sum_.last_rejection;
+  });
+}
+
+void Worker::step() {
+  const auto ts = Clock::now();
+  auto s = trainer_->step();
+  const double step_s = since(ts);
+  ++sum_.steps;
+  samples_total_ += s.samples;
+  win_.add({s.samples, s.reward_mean, s.reward_std, s.accuracy, s.frac_reward_zero_std});
+  log_lines_ += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id_}, {"step", sum_.steps},
+                               {"version", version_}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
+                               {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
+                               {"clip_ratio", s.clip_ratio},
+                               {"frac_reward_zero_std", s.frac_reward_zero_std},
+                               {"completion_length", s.completion_length}, {"seconds", step_s},
+                               {"gen_seconds", s.gen_seconds}, {"score_seconds", s.score_seconds},
+                               {"train_seconds", s.train_seconds}}
+                    .dump() +
+                "\n";
+  const double rate = samples_total_ / std::max(1e-9, since(train_start_));
+  beater_->update([&](protocol::Heartbeat& h) {
+    h.step = sum_.steps;
+    h.samples_per_s = rate;
+    h.device_memory_bytes = static_cast<uint64_t>(model::device_memory_bytes(ses_->model.device()));
+    h.reward_mean = s.reward_mean;
+    h.accuracy = s.accuracy;
+  });
+}
+
+bool Worker::sync_due() const {
+  // A barrier round is K steps for everyone (as in data parallel); no time trigger then.
+  return (cfg_.sync.mode != "sync" && since(last_sync_) >= cfg_.sync.sync_interval_s) ||
+         (cfg_.sync.sync_steps > 0 && win_.steps() >= cfg_.sync.sync_steps);
+}
+
+void Worker::flush_logs() {
+  if (log_lines_.empty()) return;
+  if (Status st = store_->put(protocol::log_key(id_, protocol::now_ms()), log_lines_); st) log_lines_.clear();
+}
+
+void Worker::wait_for_version(int64_t v, const std::atomic<bool>& stop) {
+  beater_->update([](protocol::Heartbeat& h) { h.state = "waiting"; });
+  const auto tw = Clock::now();
+  // As often as the proxy polls (at most every 100 ms): the barrier then costs at most one
+  // poll interval on each side, and a benchmark can make both short.
+  const auto poll = std::chrono::duration<double>(std::clamp(cfg_.proxy.poll_interval_s, 0.005, 0.1));
+  while (!stop.load()) {
+    if (auto nv = protocol::newest_version(*store_); nv && *nv > v) break;
+    std::this_thread::sleep_for(poll);
+  }
+  sum_.waited_s += since(tw);
+}
+
+bool Worker::sync(const std::atomic<bool>& stop) {
+  const bool uploaded = upload_and_adopt(stop);
+  last_sync_ = Clock::now();  // the next time trigger counts from the end of this one
+  return uploaded;
+}
+
+bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
+  if (win_.steps() == 0) return false;
+  beater_->update([](protocol::Heartbeat& h) { h.state = "uploading"; });
+  auto cur = snapshot(ses_->model);
+  auto delta = subtract(cur, anchor_);
+  codec::ErrorFeedback trial = feedback_;  // committed only if the upload lands
+  std::string payload = cfg_.sync.error_feedback ? trial.encode(delta, codec_) : codec::encode(delta, codec_);
+  last_ms_ = std::max(protocol::now_ms(), last_ms_ + 1);
+  const auto h = protocol::make_update_header(id_, protocol::make_update_id(last_ms_, rng_()), version_, win_.stats(),
+                                              cfg_.sync.codec, protocol::now_ms());
+  std::string obj = protocol::encode_update(h, payload, key_ ? &*key_ : nullptr);
+  store::PutOptions once;
+  once.create_only = true;
+  const auto tu = Clock::now();
+  Status st = store_->put(protocol::update_key(id_, h.id), obj, once);
+  const double upload_s = since(tu);
+  if (!st) {
+    // The progress stays in the model: the next sync's delta includes it.
+    ++sum_.failed_uploads;
+    sum_.last_error = st.to_string();
+    LOG_WARN("worker {}: upload of update {} failed ({}); keeping the progress for the next sync", id_, h.id, st.to_string());
+    beater_->update([&](protocol::Heartbeat& hb) {
+      hb.state = "training";
+      hb.last_error = st.to_string();
+    });
+    return false;
+  }
+  feedback_ = std::move(trial);
+  anchor_ = std::move(cur);
+  ++sum_.updates;
+  sum_.bytes_uploaded += obj.size();
+  LOG_INFO("worker {}: uploaded {} (base v{}, {} steps, {} samples, reward {:.3f}, {} bytes {} in {:.3f} s)", id_, h.id,
+           version_, h.steps, h.samples, h.reward_mean, obj.size(), h.codec, upload_s);
+  win_ = RewardWindow{};
+  flush_logs();
+  if (cfg_.sync.mode == "sync") wait_for_version(version_, stop);
+  if (auto nv = protocol::newest_version(*store_); nv && *nv > version_) {
+    try {
+      adopt(*nv);
+      if (cfg_.sync.optimizer_state == "reset") trainer_->reset_optimizer();  // see SyncConfig::optimizer_state
+      if (cfg_.sync.optimizer_state == "reset_momentum") trainer_->reset_momentum();
+      ++sum_.adopted;
+      LOG_INFO("worker {}: adopted global version {}", id_, version_);
+    } catch (const UserError& e) {
+      LOG_WARN("worker {}: cannot adopt version {} yet: {}", id_, *nv, e.what());
+    }
+  }
+  beater_->update([&](protocol::Heartbeat& hb) {
+    hb.state = "training";
+    hb.updates = sum_.updates;
+    hb.bytes_uploaded = sum_.bytes_uploaded;
+  });
+  return true;
+}
+
+WorkerSummary Worker::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    if (opt_.max_steps > 0 && sum_.steps >= opt_.max_steps) break;
+    if (opt_.time_limit_s > 0 && since(start_) > opt_.time_limit_s) break;
+    const auto ts = Clock::now();
+    const double waited_before = sum_.waited_s;
+    step();
+    if (sync_due()) sync(stop);
+    // A straggler for benchmarks: every busy second (the step and any upload, not the time
+    // waited at a barrier) is followed by slowdown - 1 idle ones, so its throughput is
+    // 1 / slowdown of what it would be (sleeping after the step alone made a 4x straggler ~2.7x).
+    if (opt_.slowdown > 1)
+      std::this_thread::sleep_for(std::chrono::duration<double>((opt_.slowdown - 1) * (since(ts) - (sum_.waited_s - waited_before))));
+  }
+  // A clean stop uploads what is left. When the bucket refuses it (disk full, access denied,
+  // unreachable beyond the store's retries) more tries, 2 s apart for up to ~15 s, give a
+  // full disk time to be freed (say, by the proxy's garbage collection); then the loss is
+  // said plainly and the exit status shows it.
+  int final_attempts = 0;
+  for (auto tf = Clock::now(); win_.steps() > 0;) {
+    sync(stop);
+    ++final_attempts;
+    if (win_.steps() == 0 || since(tf) > 13) break;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  if (win_.steps() > 0) {
+    sum_.lost_steps = win_.steps();
+    LOG_ERROR("worker {}: could not upload the last {} steps ({} attempts; last error: {}); they are lost to the run, "
+              "everything before them is in the bucket",
+              id_, win_.steps(), final_attempts, sum_.last_error);
+  }
+  flush_logs();
+  beater_->update([](protocol::Heartbeat& h) { h.state = "stopped"; });
+  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes, {} rejected), {} adoptions, {:.1f} s at the barrier", id_,
+           sum_.steps, sum_.updates, sum_.bytes_uploaded, sum_.rejected, sum_.adopted, sum_.waited_s);
+  return sum_;
+}
+
+WorkerSummary run_worker(const WorkerOptions& opt, const std::atomic<bool>& stop) { return Worker(opt).run(stop); }
+
+}  // namespace brl::worker

@@ -1,0 +1,182 @@
+// The Worker class step by step on a directory bucket, as proxy_security_test drives the
+// Proxy: what load, step, sync and adopt leave in the bucket, checked from the bucket alone
+// (update objects, heartbeats, logs) and, for adoption, against a version folded by the real
+// proxy. The reward window's sums against hand-derived values.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <memory>
+
+#include "codec/codec.h"
+#include "protocol/bucket.h"
+#include "protocol/layout.h"
+#include "protocol/update.h"
+#include "proxy/proxy.h"
+#include "worker/reward_window.h"
+#include "worker/worker.h"
+#include "../launch/async_util.h"
+#include "../proxy/proxy_util.h"
+
+using namespace brl;
+
+namespace {
+
+struct WorkerRun {
+  test::TempDir tmp;
+  std::string bucket;
+  explicit WorkerRun(int sync_steps) {
+    RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
+    cfg.sync.sync_interval_s = 3600;  // only the step trigger
+    cfg.sync.sync_steps = sync_steps;
+    cfg.sync.codec = "fp32";
+    cfg.grpo.weight_decay = 0.1;  // moves LoRA A every step even when no group has reward variance
+    bucket = test::init_bucket(tmp, cfg);
+  }
+  worker::WorkerOptions options(const std::string& id) const {
+    worker::WorkerOptions o;
+    o.bucket = bucket;
+    o.id = id;
+    o.cache_dir = tmp.str("cache");
+    o.threads = 1;
+    return o;
+  }
+  // The update objects of `worker`, oldest first, parsed.
+  std::vector<protocol::UpdateHeader> updates(store::ObjectStore& s, const std::string& worker) const {
+    std::vector<protocol::UpdateHeader> out;
+    for (auto& o : s.list_all(protocol::updates_prefix() + worker + "/").value()) {
+      auto body = s.get(o.key).value();
+      out.push_back(protocol::parse_update(body, o.key).value().header);
+    }
+    return out;
+  }
+};
+
+std::vector<codec::Tensor> payload_of(store::ObjectStore& s, const protocol::UpdateHeader& h) {
+  auto body = s.get(protocol::update_key(h.worker, h.id)).value();
+  auto p = protocol::parse_update(body, "u").value();
+  return codec::decode(p.payload, 1 << 26).value();
+}
+
+}  // namespace
+
+TEST(Worker, LoadStepSyncLeaveTheirObjects) {
+  WorkerRun r(2);
+  auto s = protocol::open_bucket(r.bucket);
+  auto owner = std::make_unique<worker::Worker>(r.options("wa"));
+  worker::Worker& w = *owner;
+  EXPECT_EQ(w.version(), 0);  // the newest version at load
+
+  std::atomic<bool> stop{false};
+  EXPECT_FALSE(w.sync(stop));  // nothing to upload yet
+  w.step();
+  EXPECT_FALSE(w.sync_due());  // 1 of 2 steps
+  w.step();
+  EXPECT_TRUE(w.sync_due());
+  EXPECT_EQ(w.window().steps(), 2);
+  const int64_t samples = w.window().samples();
+  EXPECT_EQ(samples, 2 * 64);  // per_device_train_batch_size completions a step
+  ASSERT_TRUE(w.sync(stop));
+  EXPECT_EQ(w.window().steps(), 0);  // a new window
+  EXPECT_FALSE(w.sync_due());
+
+  auto ups = r.updates(*s, "wa");
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].base_version, 0);
+  EXPECT_EQ(ups[0].steps, 2);
+  EXPECT_EQ(ups[0].samples, samples);
+  EXPECT_EQ(ups[0].codec, "fp32");
+  EXPECT_EQ(ups[0].signer, "");
+  EXPECT_GE(ups[0].reward_mean, 0);
+  EXPECT_LE(ups[0].reward_mean, 1);
+  // The delta against version 0: the adapter's tensors, finite, and not all zero.
+  auto v0 = protocol::read_version(*s, 0).value().adapter;
+  auto d = payload_of(*s, ups[0]);
+  ASSERT_EQ(d.size(), v0.size());
+  double sq = 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    EXPECT_EQ(d[i].name, v0[i].name);
+    for (float x : d[i].data) {
+      ASSERT_TRUE(std::isfinite(x));
+      sq += double(x) * x;
+    }
+  }
+  EXPECT_GT(sq, 0);
+  // The two steps' metric lines went out with the upload.
+  auto logs = s->list_all(protocol::logs_prefix("wa")).value();
+  ASSERT_EQ(logs.size(), 1u);
+  auto text = s->get(logs[0].key).value();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_EQ(w.summary().steps, 2);
+  EXPECT_EQ(w.summary().updates, 1);
+  EXPECT_EQ(w.summary().bytes_uploaded, s->head(protocol::update_key("wa", ups[0].id)).value().size);
+  owner.reset();  // the final heartbeat is written as the worker goes (the others on a timer)
+  auto hb = protocol::Heartbeat::parse(s->get(protocol::heartbeat_key("wa")).value(), "hb");
+  ASSERT_TRUE(hb) << hb.status().to_string();
+  EXPECT_EQ(hb->worker, "wa");
+  EXPECT_EQ(hb->step, 2);
+  EXPECT_EQ(hb->updates, 1);
+}
+
+// After the proxy folds its update, the worker's next sync adopts the new version: the next
+// delta is taken against it (base_version 1), and version 1 is version 0 plus the first delta
+// (fedavg, one update, server learning rate 1).
+TEST(Worker, AdoptsTheFoldedVersionAndDiffsAgainstIt) {
+  WorkerRun r(1);
+  auto s = protocol::open_bucket(r.bucket);
+  auto owner = std::make_unique<worker::Worker>(r.options("wb"));
+  worker::Worker& w = *owner;
+  proxy::Proxy p(test::proxy_options(r.bucket, "p"));
+  std::atomic<bool> stop{false};
+  w.step();
+  ASSERT_TRUE(w.sync(stop));
+  EXPECT_EQ(w.version(), 0);  // nothing newer yet
+  ASSERT_TRUE(p.poll_once());
+  auto v0 = protocol::read_version(*s, 0).value().adapter;
+  auto v1 = protocol::read_version(*s, 1).value().adapter;
+  auto first = r.updates(*s, "wb");
+  ASSERT_EQ(first.size(), 1u);
+  auto d1 = payload_of(*s, first[0]);
+  for (size_t i = 0; i < v1.size(); ++i)
+    for (size_t k = 0; k < v1[i].data.size(); ++k) ASSERT_FLOAT_EQ(v1[i].data[k], v0[i].data[k] + d1[i].data[k]) << v1[i].name;
+
+  w.step();
+  ASSERT_TRUE(w.sync(stop));  // uploads against v0's successor state, then adopts v1
+  EXPECT_EQ(w.version(), 1);
+  EXPECT_EQ(w.summary().adopted, 1);
+  w.step();
+  ASSERT_TRUE(w.sync(stop));
+  auto ups = r.updates(*s, "wb");
+  ASSERT_EQ(ups.size(), 3u);
+  EXPECT_EQ(ups[1].base_version, 0);
+  EXPECT_EQ(ups[2].base_version, 1);
+  owner.reset();  // its final heartbeat
+  auto hb = protocol::Heartbeat::parse(s->get(protocol::heartbeat_key("wb")).value(), "hb").value();
+  EXPECT_EQ(hb.version, 1);
+}
+
+TEST(RewardWindow, SampleWeightedMeanAndStd) {
+  worker::RewardWindow w;
+  EXPECT_EQ(w.mean(), 0);
+  EXPECT_EQ(w.std(), 0);
+  // 2 completions all 0 (std 0) and 6 completions with mean 1, std 0.5: the 8 rewards' mean is
+  // 6/8 = 0.75, their second moment (6 (0.25 + 1)) / 8 = 0.9375, variance 0.9375 - 0.5625.
+  w.add({2, 0.0, 0.0, 0.0, 1.0});
+  w.add({6, 1.0, 0.5, 0.5, 0.0});
+  EXPECT_EQ(w.steps(), 2);
+  EXPECT_EQ(w.samples(), 8);
+  EXPECT_DOUBLE_EQ(w.mean(), 0.75);
+  EXPECT_DOUBLE_EQ(w.std(), std::sqrt(0.375));
+  EXPECT_DOUBLE_EQ(w.accuracy(), 3.0 / 8);
+  EXPECT_DOUBLE_EQ(w.frac_reward_zero_std(), 2.0 / 8);
+  auto st = w.stats();
+  EXPECT_EQ(st.steps, 2);
+  EXPECT_EQ(st.samples, 8);
+  EXPECT_DOUBLE_EQ(st.reward_std, std::sqrt(0.375));
+  auto h = protocol::make_update_header("w", protocol::make_update_id(1700000000000, 1), 3, st, "int8", 1700000000001);
+  EXPECT_EQ(h.base_version, 3);
+  EXPECT_EQ(h.samples, 8);
+  EXPECT_DOUBLE_EQ(h.reward_mean, 0.75);
+  EXPECT_EQ(h.codec, "int8");
+  EXPECT_EQ(h.created_ms, 1700000000001);
+}
