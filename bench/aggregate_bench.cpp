@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
   std::map<std::string, AggregationConfig> cfgs;
   for (auto& m : modes) {
     AggregationConfig c;
-    c.mode = m == "nesterov" ? "fedavg" : m;
     c.server_momentum = m == "nesterov" ? 0.9 : 0.0;
     try {
+      c.table().set_from_json({{"mode", m == "nesterov" ? "fedavg" : m}}, "--modes");
       c.validate();
     } catch (const UserError& e) {
       std::fprintf(stderr, "aggregate_bench: --modes %s: %s\n", m.c_str(), e.what());

@@ -55,7 +55,7 @@ fs::path scratch() {
 // never reads it).
 void make_run(store::ObjectStore& s, bool signed_run) {
   RunConfig cfg;
-  cfg.aggregation.mode = "median";
+  cfg.aggregation.mode = AggregationMode::median;
   cfg.aggregation.max_update_norm = kMaxNorm;
   if (signed_run) cfg.security.allowed_keys = {ed25519::format_public_key(fuzz::proxy_seed_key().public_key())};
   cfg.validate();

@@ -16,7 +16,7 @@ namespace {
 
 ConfigTable SyncConfig::table() {
   ConfigTable t("sync");
-  t.add("mode", &mode, "async | sync (a barrier per round: the baseline)")
+  t.add("mode", &mode, kSyncModes, "async | sync (a barrier per round: the baseline)")
       .add("sync_interval_s", &sync_interval_s, "upload a delta every T seconds")
       .add("sync_steps", &sync_steps, "or every K steps, whichever first (0 = time only)")
       .add("heartbeat_interval_s", &heartbeat_interval_s, "seconds between heartbeats")
@@ -26,14 +26,13 @@ ConfigTable SyncConfig::table() {
       .add("topk_density", &topk_density, "topk codecs: fraction of each run sent, (0, 1]")
       .add("zstd_level", &zstd_level, "0 = no compression")
       .add("error_feedback", &error_feedback, "carry the quantization residual into the next delta")
-      .add("optimizer_state", &optimizer_state,
+      .add("optimizer_state", &optimizer_state, kOptimizerStates,
            "reset_momentum | reset | keep: a worker's AdamW state when it adopts a new global version");
   return t;
 }
 
 void SyncConfig::validate() const {
-  if (mode != "async" && mode != "sync") bad("sync", "mode", "\"" + mode + "\"", "must be async or sync");
-  if (mode == "sync" && sync_steps < 1)
+  if (mode == SyncMode::sync && sync_steps < 1)
     bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 1 with mode = \"sync\" (a round is K steps)");
   if (!(sync_interval_s > 0)) bad("sync", "sync_interval_s", std::to_string(sync_interval_s), "must be > 0");
   if (sync_steps < 0) bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 0");
@@ -44,8 +43,6 @@ void SyncConfig::validate() const {
   if (!(topk_density > 0 && topk_density <= 1)) bad("sync", "topk_density", std::to_string(topk_density), "must be in (0, 1]");
   if (block_size < 8 || block_size > 4096) bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
   if (zstd_level < 0 || zstd_level > 19) bad("sync", "zstd_level", std::to_string(zstd_level), "must be in [0, 19]");
-  if (optimizer_state != "reset_momentum" && optimizer_state != "reset" && optimizer_state != "keep")
-    bad("sync", "optimizer_state", "\"" + optimizer_state + "\"", "must be reset_momentum, reset or keep");
 }
 
 ConfigTable ProxyConfig::table() {
@@ -77,7 +74,7 @@ void ProxyConfig::validate() const {
 
 ConfigTable AggregationConfig::table() {
   ConfigTable t("aggregation");
-  t.add("mode", &mode, "fedavg | exact | trimmed_mean | median")
+  t.add("mode", &mode, kAggregationModes, "fedavg | exact | trimmed_mean | median")
       .add("max_staleness", &max_staleness, "reject deltas whose base version is more than this behind")
       .add("staleness_exponent", &staleness_exponent, "an update's step is scaled by (1 + staleness)^-exponent")
       .add("server_learning_rate", &server_learning_rate, "global += lr * weighted mean delta")
@@ -87,13 +84,11 @@ ConfigTable AggregationConfig::table() {
       .add("max_update_norm_ratio", &max_update_norm_ratio,
            "reject an update whose delta norm exceeds ratio x the median of recently accepted ones (0 = off)")
       .add("update_norm_window", &update_norm_window, "accepted updates the median norm is taken over")
-      .add("publish_dtype", &publish_dtype, "float32 | bfloat16: the published versions' dtype (bf16 halves downloads)");
+      .add("publish_dtype", &publish_dtype, kPublishDtypes, "float32 | bfloat16: the published versions' dtype (bf16 halves downloads)");
   return t;
 }
 
 void AggregationConfig::validate() const {
-  if (mode != "fedavg" && mode != "exact" && mode != "trimmed_mean" && mode != "median")
-    bad("aggregation", "mode", "\"" + mode + "\"", "must be one of fedavg, exact, trimmed_mean, median");
   if (max_staleness < 0) bad("aggregation", "max_staleness", std::to_string(max_staleness), "must be >= 0");
   if (!(staleness_exponent >= 0)) bad("aggregation", "staleness_exponent", std::to_string(staleness_exponent), "must be >= 0");
   if (!(server_learning_rate > 0)) bad("aggregation", "server_learning_rate", std::to_string(server_learning_rate), "must be > 0");
@@ -107,8 +102,6 @@ void AggregationConfig::validate() const {
         "must be 0 (off) or >= 1 (a ratio below 1 would reject most honest updates)");
   if (update_norm_window < 3 || update_norm_window > 10000)
     bad("aggregation", "update_norm_window", std::to_string(update_norm_window), "must be in [3, 10000]");
-  if (publish_dtype != "float32" && publish_dtype != "bfloat16")
-    bad("aggregation", "publish_dtype", "\"" + publish_dtype + "\"", "must be float32 or bfloat16");
 }
 
 ConfigTable SecurityConfig::table() {

@@ -4,6 +4,8 @@
 // agrees on them.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -12,11 +14,28 @@
 
 namespace brl {
 
+// async: workers never wait (the point of bucketrl). sync: the baseline it moves away from,
+// a barrier per round: each worker waits after its upload for the next global version, and
+// the proxy publishes only once every live worker has sent its delta for the current one.
+enum class SyncMode { async, sync };
+inline const EnumNames<SyncMode> kSyncModes{{"async", "sync"}};
+// SyncConfig::optimizer_state.
+enum class OptimizerState { reset_momentum, reset, keep };
+inline const EnumNames<OptimizerState> kOptimizerStates{{"reset_momentum", "reset", "keep"}};
+// AggregationConfig::mode (src/proxy/aggregate.h says what each computes).
+enum class AggregationMode { fedavg, exact, trimmed_mean, median };
+inline const EnumNames<AggregationMode> kAggregationModes{{"fedavg", "exact", "trimmed_mean", "median"}};
+// AggregationConfig::publish_dtype.
+enum class PublishDtype { float32, bfloat16 };
+inline const EnumNames<PublishDtype> kPublishDtypes{{"float32", "bfloat16"}};
+// In JSON (stats, /status, run.json) as their names, never as numbers.
+inline void to_json(nlohmann::json& j, SyncMode e) { j = kSyncModes(e); }
+inline void to_json(nlohmann::json& j, OptimizerState e) { j = kOptimizerStates(e); }
+inline void to_json(nlohmann::json& j, AggregationMode e) { j = kAggregationModes(e); }
+inline void to_json(nlohmann::json& j, PublishDtype e) { j = kPublishDtypes(e); }
+
 struct SyncConfig {
-  // async: workers never wait (the point of bucketrl). sync: the baseline it moves away from,
-  // a barrier per round: each worker waits after its upload for the next global version, and
-  // the proxy publishes only once every live worker has sent its delta for the current one.
-  std::string mode = "async";
+  SyncMode mode = SyncMode::async;
   double sync_interval_s = 15;     // upload a delta every T seconds ...
   int sync_steps = 0;              // ... or every K GRPO steps, whichever first (0 = time only)
   double heartbeat_interval_s = 5;
@@ -34,7 +53,7 @@ struct SyncConfig {
   // steps: LoRA norm 25.3 after 3000 steps vs 9.8 never reset, 8.4 momentum reset) and long
   // runs collapsed. keep: kept momentum re-pushes along what was folded. Issue 21,
   // BENCHMARKS.md "Long runs stay learned".
-  std::string optimizer_state = "reset_momentum";
+  OptimizerState optimizer_state = OptimizerState::reset_momentum;
   ConfigTable table();
   void validate() const;
 };
@@ -56,8 +75,7 @@ struct ProxyConfig {
 };
 
 struct AggregationConfig {
-  // fedavg | exact | trimmed_mean | median (src/proxy/aggregate.h says what each computes)
-  std::string mode = "fedavg";
+  AggregationMode mode = AggregationMode::fedavg;
   int max_staleness = 8;           // reject deltas whose base is more versions behind
   double staleness_exponent = 0.5; // an update's step is scaled by (1 + staleness)^-exponent
   double server_learning_rate = 1.0;  // global += lr * weighted mean delta
@@ -70,8 +88,8 @@ struct AggregationConfig {
   int update_norm_window = 20;
   // The dtype of published versions: "bfloat16" halves what every worker downloads per
   // version; the proxy still aggregates into a float32 master copy (kept in the bucket).
-  std::string publish_dtype = "float32";
-  bool publish_bf16() const { return publish_dtype == "bfloat16"; }
+  PublishDtype publish_dtype = PublishDtype::float32;
+  bool publish_bf16() const { return publish_dtype == PublishDtype::bfloat16; }
   ConfigTable table();
   void validate() const;
 };

@@ -67,7 +67,7 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   const DemoRecipe recipe = demo_recipe(opt.recipe);
   RunConfig cfg = recipe.run;
   cfg.train.output_dir = (fs::path(opt.out) / "run").string();
-  if (opt.sync) cfg.sync.mode = "sync";
+  if (opt.sync) cfg.sync.mode = SyncMode::sync;
   cfg.apply_overrides(opt.overrides);
   sum.base = ensure_demo_base(opt.out, cfg, recipe.pretrain);
   cfg.model.path = sum.base.dir;

@@ -83,7 +83,7 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   m.proxy = "init";
   const bool bf16 = cfg.aggregation.publish_bf16();
   m.stats = {{"init_seed", cfg.lora.init_seed}};
-  m.payload_dtype = cfg.aggregation.publish_dtype;
+  m.payload_dtype = kPublishDtypes(cfg.aggregation.publish_dtype);
   // A bf16 version 0 needs no master copy: its rounded values are where everyone starts.
   protocol::publish_version(s, m, protocol::encode_adapter(worker::snapshot(m0), bf16 ? st::DType::BF16 : st::DType::F32))
       .throw_if_error();

@@ -22,7 +22,7 @@ void Monitor::set_run(const protocol::RunDescription& run, const std::string& pr
   std::lock_guard<std::mutex> lock(mu_);
   run_id_ = run.run_id;
   task_ = cfg.task.name;
-  mode_ = cfg.aggregation.mode;
+  mode_ = kAggregationModes(cfg.aggregation.mode);
   codec_ = cfg.sync.codec;
   health_rule_ = {cfg.proxy.collapse_versions, cfg.proxy.regression_margin};
   proxy_id_ = proxy_id;

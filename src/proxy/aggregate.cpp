@@ -440,7 +440,7 @@ double update_norm(const AggregationConfig& cfg, const std::vector<codec::Tensor
   };
   // fedavg folds the factors as sent, so it must judge them as sent: a factor pair rescaled
   // (B / c, c A) has a small gauge-fixed norm but moves fedavg's mean product.
-  for (auto [ia, ib] : cfg.mode == "fedavg" ? std::vector<std::pair<size_t, size_t>>{} : lora_pairs(global)) {
+  for (auto [ia, ib] : cfg.mode == AggregationMode::fedavg ? std::vector<std::pair<size_t, size_t>>{} : lora_pairs(global)) {
     const auto &gA = global[ia], &gB = global[ib];
     if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0]) continue;  // counted as sent
     const std::vector<float> pinv = row_space_pinv(gA);
@@ -460,25 +460,29 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
   const auto& g = *in.global;
   const size_t n = in.deltas.size();
   AggregateResult res;
-  res.stats = {{"mode", cfg.mode}, {"updates", n}, {"total_weight", total_weight(in)}, {"discount", 1.0 - discounted_share(in)}};
+  res.stats = {{"mode", kAggregationModes(cfg.mode)}, {"updates", n}, {"total_weight", total_weight(in)}, {"discount", 1.0 - discounted_share(in)}};
 
   Step d(g.size());
-  if (cfg.mode == "fedavg") {
-    for (size_t i = 0; i < g.size(); ++i) weighted_mean(in, i, d[i]);
-  } else if (cfg.mode == "trimmed_mean") {
-    const size_t k = static_cast<size_t>(std::floor(cfg.trim_ratio * static_cast<double>(n)));
-    BRL_ASSERT(2 * k < n, "trim_ratio must be < 0.5");
-    robust_step(in, true, k, d, res.stats);
-    res.stats["trimmed_per_side"] = k;
-  } else if (cfg.mode == "median") {
-    robust_step(in, false, 0, d, res.stats);
-  } else if (cfg.mode == "exact") {
-    if (in.factorizer == nullptr)
-      throw UserError("[aggregation] mode = \"exact\" needs the dense factorization of libtorch, which this build of the "
-                      "proxy does not link: use the bucketrl executable, or mode fedavg, trimmed_mean or median");
-    exact_step(in, d, res.stats);
-  } else {
-    throw UserError("[aggregation] mode = \"" + cfg.mode + "\": must be one of fedavg, exact, trimmed_mean, median");
+  switch (cfg.mode) {
+    case AggregationMode::fedavg:
+      for (size_t i = 0; i < g.size(); ++i) weighted_mean(in, i, d[i]);
+      break;
+    case AggregationMode::trimmed_mean: {
+      const size_t k = static_cast<size_t>(std::floor(cfg.trim_ratio * static_cast<double>(n)));
+      BRL_ASSERT(2 * k < n, "trim_ratio must be < 0.5");
+      robust_step(in, true, k, d, res.stats);
+      res.stats["trimmed_per_side"] = k;
+      break;
+    }
+    case AggregationMode::median:
+      robust_step(in, false, 0, d, res.stats);
+      break;
+    case AggregationMode::exact:
+      if (in.factorizer == nullptr)
+        throw UserError("[aggregation] mode = \"exact\" needs the dense factorization of libtorch, which this build of the "
+                        "proxy does not link: use the bucketrl executable, or mode fedavg, trimmed_mean or median");
+      exact_step(in, d, res.stats);
+      break;
   }
 
   // The outer step.

@@ -54,7 +54,7 @@ void Proxy::load() {
   cfg_ = RunConfig{};
   cfg_.apply_json(run_.config, "run.json");
   cfg_.validate();
-  if (cfg_.aggregation.mode == "exact" && opt_.factorizer == nullptr)
+  if (cfg_.aggregation.mode == AggregationMode::exact && opt_.factorizer == nullptr)
     throw UserError(store_->describe() + "/" + protocol::run_key() + ": [aggregation] mode = \"exact\" needs the dense "
                     "factorization of libtorch, which this build of the proxy does not link (run the bucketrl executable)");
   version_ = protocol::newest_version(*store_).value();
@@ -342,7 +342,7 @@ bool Proxy::poll_once() {
   bool published = false;
   // In sync mode a round in which every worker's delta was rejected still ends in a version
   // (the same adapter, the rejections recorded): the workers wait for one.
-  const bool rejected_round = cfg_.sync.mode == "sync" && accepted_.empty() && !rejected_.empty();
+  const bool rejected_round = cfg_.sync.mode == SyncMode::sync && accepted_.empty() && !rejected_.empty();
   if ((static_cast<int>(accepted_.size()) >= cfg_.proxy.min_updates || rejected_round) && barrier_ready())
     published = publish();
   if (published && version_ % 5 == 0) collect_garbage();
@@ -408,7 +408,7 @@ void Proxy::collect_garbage() {
 }
 
 bool Proxy::barrier_ready() const {
-  if (cfg_.sync.mode != "sync") return true;
+  if (cfg_.sync.mode != SyncMode::sync) return true;
   // Every worker that is alive (or merely slow) must have sent its delta on the current
   // version; lost and stopped ones are not waited for, which is how a barrier survives them.
   // A worker whose delta this round was rejected (stale, norm, ...) is waiting at the barrier

@@ -24,15 +24,33 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
   return best;
 }
 
+std::string name_list(const std::vector<std::string>& names) {
+  if (names.size() == 2) return names[0] + " or " + names[1];
+  std::string s = "one of ";
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s;
+}
+
 void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::string& source) {
   auto bad = [&](const char* want) {
     throw UserError(source + ": [" + section_ + "] " + f.name + " = " + v.dump() + " is not " + want,
                     f.name + ": " + f.help);
   };
+  if (auto* e = std::get_if<EnumRef>(&f.ptr)) {
+    auto it = v.is_string() ? std::find(e->names.begin(), e->names.end(), v.get<std::string>()) : e->names.end();
+    if (it == e->names.end())
+      throw UserError(source + ": [" + section_ + "] " + f.name + " = " + v.dump() + ": must be " + name_list(e->names),
+                      "did you mean \"" + nearest_name(v.is_string() ? v.get<std::string>() : v.dump(), e->names) + "\"? (" +
+                          f.name + ": " + f.help + ")");
+    e->set(e->ptr, static_cast<int>(it - e->names.begin()));
+    return;
+  }
   std::visit(
-      [&](auto* p) {
+      [&](auto p) {
         using T = std::remove_pointer_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, bool>) {
+        if constexpr (std::is_same_v<decltype(p), EnumRef>) {
+          // handled above
+        } else if constexpr (std::is_same_v<T, bool>) {
           if (!v.is_boolean()) bad("a boolean (true/false)");
           *p = v.get<bool>();
         } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>) {
@@ -118,9 +136,11 @@ nlohmann::json ConfigTable::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (auto& f : fields_)
     std::visit(
-        [&](auto* p) {
+        [&](auto p) {
           using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, std::optional<double>> || std::is_same_v<T, std::optional<int>>)
+          if constexpr (std::is_same_v<decltype(p), EnumRef>)
+            j[f.name] = p.names.at(static_cast<size_t>(p.get(p.ptr)));
+          else if constexpr (std::is_same_v<T, std::optional<double>> || std::is_same_v<T, std::optional<int>>)
             j[f.name] = p->has_value() ? nlohmann::json(**p) : nlohmann::json(nullptr);
           else
             j[f.name] = *p;

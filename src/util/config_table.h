@@ -8,15 +8,41 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 namespace brl {
 
+// "a or b"; "one of a, b, c": what a value must be, for error messages.
+std::string name_list(const std::vector<std::string>& names);
+
+// An enum's values and their names in config files (TRL's and PEFT's spellings), in the
+// enum's order: names[static_cast<size_t>(value)].
+template <class E>
+struct EnumNames {
+  std::vector<std::string> names;
+  const std::string& operator()(E e) const { return names.at(static_cast<size_t>(e)); }
+  // The value named `name`; nullopt for a name not in the list.
+  std::optional<E> parse(const std::string& name) const {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return static_cast<E>(i);
+    return std::nullopt;
+  }
+  std::string list() const { return name_list(names); }
+};
+
 class ConfigTable {
  public:
+  // An enum field: read and written as one of its names.
+  struct EnumRef {
+    void* ptr;  // the enum member
+    int (*get)(const void*);
+    void (*set)(void*, int);
+    std::vector<std::string> names;
+  };
   using Ptr = std::variant<int*, int64_t*, double*, bool*, std::string*, std::optional<double>*,
-                           std::optional<int>*, std::vector<double>*, std::vector<std::string>*>;
+                           std::optional<int>*, std::vector<double>*, std::vector<std::string>*, EnumRef>;
   struct Field {
     std::string name, help;
     Ptr ptr;
@@ -26,6 +52,13 @@ class ConfigTable {
   ConfigTable& add(std::string name, Ptr ptr, std::string help) {
     fields_.push_back({std::move(name), std::move(help), ptr});
     return *this;
+  }
+  template <class E>
+  ConfigTable& add(std::string name, E* ptr, const EnumNames<E>& names, std::string help) {
+    static_assert(std::is_enum_v<E>);
+    auto get = [](const void* p) { return static_cast<int>(*static_cast<const E*>(p)); };
+    auto set = [](void* p, int v) { *static_cast<E*>(p) = static_cast<E>(v); };
+    return add(std::move(name), EnumRef{ptr, get, set, names.names}, std::move(help));
   }
 
   // Sets every key of obj; throws UserError naming `source`, the section and the key.

@@ -177,7 +177,7 @@ void Worker::step() {
 
 bool Worker::sync_due() const {
   // A barrier round is K steps for everyone (as in data parallel); no time trigger then.
-  return (cfg_.sync.mode != "sync" && since(last_sync_) >= cfg_.sync.sync_interval_s) ||
+  return (cfg_.sync.mode != SyncMode::sync && since(last_sync_) >= cfg_.sync.sync_interval_s) ||
          (cfg_.sync.sync_steps > 0 && win_.steps() >= cfg_.sync.sync_steps);
 }
 
@@ -240,12 +240,12 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
            version_, h.steps, h.samples, h.reward_mean, obj.size(), h.codec, upload_s);
   win_ = RewardWindow{};
   flush_logs();
-  if (cfg_.sync.mode == "sync") wait_for_version(version_, stop);
+  if (cfg_.sync.mode == SyncMode::sync) wait_for_version(version_, stop);
   if (auto nv = protocol::newest_version(*store_); nv && *nv > version_) {
     try {
       adopt(*nv);
-      if (cfg_.sync.optimizer_state == "reset") trainer_->reset_optimizer();  // see SyncConfig::optimizer_state
-      if (cfg_.sync.optimizer_state == "reset_momentum") trainer_->reset_momentum();
+      if (cfg_.sync.optimizer_state == OptimizerState::reset) trainer_->reset_optimizer();  // see SyncConfig::optimizer_state
+      if (cfg_.sync.optimizer_state == OptimizerState::reset_momentum) trainer_->reset_momentum();
       ++sum_.adopted;
       LOG_INFO("worker {}: adopted global version {}", id_, version_);
     } catch (const UserError& e) {

@@ -94,16 +94,17 @@ TEST(RunConfig, ErrorsNameTheKey) {
 
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
-  EXPECT_EQ(c.sync.mode, "async");
+  EXPECT_EQ(c.sync.mode, SyncMode::async);
   EXPECT_NO_THROW(c.validate());
-  c.apply_overrides({"sync.mode=barrier"});
-  EXPECT_NE(error_of([&] { c.validate(); }).find("[sync] mode = \"barrier\": must be async or sync"), std::string::npos);
+  // Names outside the enum's are refused where they are read (a typo never reaches the run).
+  EXPECT_NE(error_of([&] { c.apply_overrides({"sync.mode=barrier"}); }).find("[sync] mode = \"barrier\": must be async or sync"),
+            std::string::npos);
   c.apply_overrides({"sync.mode=sync"});
   // A barrier round is K steps: the time trigger alone cannot define one.
   EXPECT_NE(error_of([&] { c.validate(); }).find("sync_steps = 0: must be >= 1 with mode = \"sync\""), std::string::npos);
   c.apply_overrides({"sync.sync_steps=4"});
   EXPECT_NO_THROW(c.validate());
-  EXPECT_EQ(RunConfig::from_toml_string("[sync]\nmode = \"sync\"\nsync_steps = 2\n", "run.toml").sync.mode, "sync");
+  EXPECT_EQ(RunConfig::from_toml_string("[sync]\nmode = \"sync\"\nsync_steps = 2\n", "run.toml").sync.mode, SyncMode::sync);
 }
 
 // [security] allowed_keys / allowed_keys_file and the [aggregation] norm bounds: validation
@@ -152,8 +153,7 @@ TEST(AggregationConfig, PublishDtype) {
   auto c = RunConfig::from_toml_string("[aggregation]\npublish_dtype = \"bfloat16\"\n", "run.toml");
   EXPECT_TRUE(c.aggregation.publish_bf16());
   EXPECT_FALSE(RunConfig{}.aggregation.publish_bf16());
-  c.aggregation.publish_dtype = "bf16";
-  std::string e = error_of([&] { c.validate(); });
+  std::string e = error_of([&] { c.apply_overrides({"aggregation.publish_dtype=bf16"}); });
   EXPECT_TRUE(has(e, "[aggregation] publish_dtype = \"bf16\"")) << e;
   EXPECT_TRUE(has(e, "float32 or bfloat16")) << e;
 }

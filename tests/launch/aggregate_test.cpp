@@ -57,7 +57,7 @@ std::vector<Tensor> module(int64_t r, int64_t in, int64_t out, std::mt19937& g, 
 
 AggregationConfig mode(const std::string& m, double lr = 1, double mu = 0) {
   AggregationConfig c;
-  c.mode = m;
+  c.mode = kAggregationModes.parse(m).value();
   c.server_learning_rate = lr;
   c.server_momentum = mu;
   c.validate();
@@ -117,17 +117,15 @@ TEST(Aggregate, RejectsBadInput) {
   std::vector<std::vector<Tensor>> ok{{{"w", {2}, {1, 2}}}};
   EXPECT_THROW(aggregate(mode("fedavg"), input(g, ok, {0.0}), nullptr), UserError);
   EXPECT_THROW(aggregate(mode("fedavg"), input(g, {}), nullptr), UserError);
-  AggregationConfig bad;
-  bad.mode = "krum";
-  EXPECT_THROW(aggregate(bad, input(g, ok), nullptr), UserError);
+  AggregationConfig bad;  // an unknown mode cannot even be set
+  EXPECT_THROW(bad.table().set_from_json({{"mode", "krum"}}, "run.toml"), UserError);
 }
 
 TEST(AggregationConfig, Validation) {
   for (const char* m : {"fedavg", "exact", "trimmed_mean", "median"}) EXPECT_NO_THROW(mode(m));
   AggregationConfig c;
-  c.mode = "mean";
   try {
-    c.validate();
+    c.table().set_from_json({{"mode", "mean"}}, "run.toml");
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("fedavg, exact, trimmed_mean, median"), std::string::npos) << e.what();
@@ -419,7 +417,7 @@ using test::upload;
 
 RunConfig proxy_config() {
   RunConfig c;
-  c.aggregation.mode = "fedavg";
+  c.aggregation.mode = AggregationMode::fedavg;
   c.aggregation.server_learning_rate = 0.7;
   c.aggregation.server_momentum = 0.9;
   c.proxy.keep_versions = 2;
@@ -449,7 +447,7 @@ TEST_P(ProxyRestart, ContinuesExactly) {
   const bool bf16 = GetParam() == "bfloat16";
   auto config = [&] {
     RunConfig c = proxy_config();
-    c.aggregation.publish_dtype = GetParam();
+    c.aggregation.publish_dtype = kPublishDtypes.parse(GetParam()).value();
     return c;
   };
   std::mt19937 gen(7);

@@ -26,7 +26,7 @@ using namespace brl;
 inline void two_workers_train_through(const std::string& bucket, const std::string& publish_dtype = "float32") {
   TempDir tmp;
   RunConfig cfg = learnable_config(make_base(tmp.str("base")), tmp.str("out"));
-  cfg.aggregation.publish_dtype = publish_dtype;
+  cfg.aggregation.publish_dtype = kPublishDtypes.parse(publish_dtype).value();
   launch::LocalRunOptions o;
   o.workers = 2;
   o.time_limit_s = 20;

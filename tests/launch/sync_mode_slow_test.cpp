@@ -37,7 +37,7 @@ std::vector<Round> rounds(const std::string& bucket, int64_t newest) {
 
 launch::LocalRunSummary run(const std::string& mode, test::TempDir& tmp, double max_update_norm = 0, double poll_s = 0.3) {
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str(mode));
-  cfg.sync.mode = mode;
+  cfg.sync.mode = kSyncModes.parse(mode).value();
   cfg.proxy.poll_interval_s = poll_s;
   cfg.aggregation.max_update_norm = max_update_norm;
   cfg.sync.sync_steps = 2;

@@ -15,7 +15,7 @@ TEST(ProxyLoad, ExactModeNeedsAFactorizer) {
   const std::string dir = tmp.str();
   store::LocalStore s(dir);
   RunConfig cfg;
-  cfg.aggregation.mode = "exact";
+  cfg.aggregation.mode = AggregationMode::exact;
   test::make_run(s, cfg, test::tiny_v0());
   const std::string why = test::error_of([&] { proxy::Proxy p(test::proxy_options(dir, "p")); });
   EXPECT_NE(why.find("mode = \"exact\""), std::string::npos) << why;
@@ -29,8 +29,8 @@ TEST(ProxyLoad, ExactModeNeedsAFactorizer) {
   in.weights = {1.0};
   const std::string agg = test::error_of([&] { proxy::aggregate(cfg.aggregation, in, nullptr); });
   EXPECT_NE(agg.find("mode = \"exact\""), std::string::npos) << agg;
-  for (const char* m : {"fedavg", "median", "trimmed_mean"}) {
+  for (auto m : {AggregationMode::fedavg, AggregationMode::median, AggregationMode::trimmed_mean}) {
     cfg.aggregation.mode = m;
-    EXPECT_EQ(proxy::aggregate(cfg.aggregation, in, nullptr).next.size(), 2u) << m;
+    EXPECT_EQ(proxy::aggregate(cfg.aggregation, in, nullptr).next.size(), 2u) << kAggregationModes(m);
   }
 }

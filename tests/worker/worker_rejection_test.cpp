@@ -21,7 +21,7 @@ using namespace brl;
 TEST(WorkerRejection, WorkerReadsItsRejectionsFromTheManifests) {
   test::TempDir tmp;
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
-  cfg.sync.mode = "sync";
+  cfg.sync.mode = SyncMode::sync;
   cfg.sync.sync_steps = 1;
   cfg.aggregation.max_update_norm = 1e-9;  // every delta of a step is larger
   cfg.grpo.weight_decay = 0.1;  // moves LoRA A every step even when no group has reward variance
