@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -26,6 +25,7 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/records.h"
+#include "protocol/update.h"
 #include "protocol/verify.h"
 #include "proxy_seeds.h"
 #include "store/local_store.h"
@@ -38,8 +38,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kMaxNorm = 10;
-const std::set<std::string> kReasons{"malformed", "missing", "corrupt", "unsigned", "unknown_key", "forged", "replay",
-                                     "mismatch", "future", "stale", "shape", "nonfinite", "norm"};
 
 fs::path scratch() {
   static const fs::path dir = [] {
@@ -115,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (c.accepted + c.rejected > 1) __builtin_trap();
   for (auto& [reason, n] : c.rejected_by_reason)
-    if (!kReasons.count(reason)) __builtin_trap();
+    if (!protocol::kRejectionKinds.parse(reason)) __builtin_trap();
   if (published != (c.accepted == 1)) __builtin_trap();
   if (!published) return 0;
 

@@ -8,10 +8,6 @@
 
 namespace brl::obs {
 
-namespace {
-const char* const kHealthStates[] = {"alive", "straggling", "lost", "stopped"};
-}
-
 Monitor::Monitor(std::unique_ptr<store::ObjectStore> store) : store_(std::move(store)) {}
 
 Monitor::~Monitor() { stop(); }
@@ -106,7 +102,7 @@ nlohmann::json Monitor::status() const {
   nlohmann::json workers = nlohmann::json::array();
   auto add = [&](const std::string& name, const WorkerLive* w) {
     nlohmann::json j = w ? w->beat.to_json() : nlohmann::json{{"worker", name}};
-    j["health"] = w ? w->health : "unknown";
+    j["health"] = w && w->health ? protocol::kHealthNames(*w->health) : "unknown";
     j["age_s"] = w ? (now - w->beat.time_ms) / 1000.0 : -1.0;
     auto t = history_.workers.find(name);
     WorkerTotals tot = t == history_.workers.end() ? WorkerTotals{} : t->second;
@@ -142,10 +138,11 @@ std::string Monitor::metrics() const {
   p.family("bucketrl_aggregation_seconds", "summary", "time to aggregate a version (since this proxy started)")
       .sample(aggregate_s_sum_, {}, "_sum")
       .sample(static_cast<double>(aggregate_count_), {}, "_count");
-  std::map<std::string, int> by_state;
-  for (auto& [name, w] : live_.workers) ++by_state[w.health];
+  std::map<protocol::Health, int> by_state;
+  for (auto& [name, w] : live_.workers)
+    if (w.health) ++by_state[*w.health];
   p.family("bucketrl_workers", "gauge", "workers by health, from their heartbeats");
-  for (const char* s : kHealthStates) p.sample(by_state[s], {{"state", s}});
+  for (const auto& s : protocol::kHealthNames.names) p.sample(by_state[*protocol::kHealthNames.parse(s)], {{"state", s}});
   if (!history_.versions.empty()) {
     const VersionPoint& v = history_.versions.back();
     p.family("bucketrl_train_reward", "gauge", "mean train reward of the updates folded into the newest version").sample(v.reward_mean);

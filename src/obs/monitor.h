@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "obs/history.h"
+#include "protocol/health.h"
 #include "protocol/records.h"
 #include "store/object_store.h"
 
@@ -23,7 +25,7 @@ namespace brl::obs {
 
 struct WorkerLive {
   protocol::Heartbeat beat;
-  std::string health;  // alive | straggling | lost | stopped (protocol/health.h), at the last poll
+  std::optional<protocol::Health> health;  // at the last poll; none before the first
 };
 
 // The proxy's in-memory state after a poll.

@@ -20,15 +20,20 @@
 #include <vector>
 
 #include "protocol/records.h"
+#include "util/config_table.h"
 
 namespace brl::protocol {
+
+enum class Health { alive, straggling, lost, stopped };
+inline const EnumNames<Health> kHealthNames{{"alive", "straggling", "lost", "stopped"}};
+inline void to_json(nlohmann::json& j, Health h) { j = kHealthNames(h); }
 
 struct HealthRule {
   double timeout_s = 60, straggler_ratio = 0.25;
 };
 
 // Health per worker id; now_ms = the observer's clock.
-std::map<std::string, std::string> classify_health(const std::map<std::string, Heartbeat>& beats, int64_t now_ms,
+std::map<std::string, Health> classify_health(const std::map<std::string, Heartbeat>& beats, int64_t now_ms,
                                                    const HealthRule& rule);
 
 struct RunHealthRule {

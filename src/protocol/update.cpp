@@ -131,19 +131,23 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
   return p;
 }
 
-std::string check_update_signature(const UpdateHeader& h, const std::set<std::string>& allowed) {
-  if (h.signer.empty() && h.signature.empty())
-    return allowed.empty() ? "" : "unsigned: the run accepts only updates signed by one of its " + std::to_string(allowed.size()) +
-                                      " allowed keys ([security] allowed_keys)";
+std::optional<Rejection> check_update_signature(const UpdateHeader& h, const std::set<std::string>& allowed) {
+  using K = RejectionKind;
+  if (h.signer.empty() && h.signature.empty()) {
+    if (allowed.empty()) return std::nullopt;
+    return Rejection{K::unsigned_update, "the run accepts only updates signed by one of its " + std::to_string(allowed.size()) +
+                                             " allowed keys ([security] allowed_keys)"};
+  }
   auto key = ed25519::parse_public_key(h.signer, "signer");
-  if (!key) return "forged: " + key.status().message();
+  if (!key) return Rejection{K::forged, key.status().message()};
   auto sig = base64_decode(h.signature);
-  if (!sig || sig->size() != ed25519::kSignatureSize) return "forged: the signature field is not a base64 Ed25519 signature";
+  if (!sig || sig->size() != ed25519::kSignatureSize) return Rejection{K::forged, "the signature field is not a base64 Ed25519 signature"};
   // Before verifying: an unknown key is reported as such even when its signature is good.
-  if (!allowed.empty() && !allowed.count(*key)) return "unknown_key: " + ed25519::format_public_key(*key) + " is not in [security] allowed_keys";
+  if (!allowed.empty() && !allowed.count(*key))
+    return Rejection{K::unknown_key, ed25519::format_public_key(*key) + " is not in [security] allowed_keys"};
   if (!ed25519::verify(*key, update_signing_bytes(h), *sig))
-    return "forged: the signature of " + ed25519::format_public_key(*key) + " does not match the header and payload";
-  return "";
+    return Rejection{K::forged, "the signature of " + ed25519::format_public_key(*key) + " does not match the header and payload"};
+  return std::nullopt;
 }
 
 std::string make_update_id(int64_t ms, uint64_t random) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "util/config_table.h"
 #include "util/status.h"
 
 namespace brl::ed25519 {
@@ -73,9 +74,21 @@ std::string encode_update(UpdateHeader h, std::string_view payload, const ed2551
 // sorted, so both sides produce the same bytes from the same fields).
 std::string update_signing_bytes(const UpdateHeader& h);
 
+// Why the proxy rejected an update (proxy/proxy.h lists when each applies): the kind, counted
+// in /metrics, and a sentence. A manifest's rejected list stores reason() = "<kind>: <detail>".
+enum class RejectionKind { malformed, missing, corrupt, unsigned_update, unknown_key, forged, replay, mismatch, future, stale,
+                           shape, nonfinite, norm };
+inline const EnumNames<RejectionKind> kRejectionKinds{{"malformed", "missing", "corrupt", "unsigned", "unknown_key", "forged",
+                                                       "replay", "mismatch", "future", "stale", "shape", "nonfinite", "norm"}};
+struct Rejection {
+  RejectionKind kind;
+  std::string detail;
+  std::string reason() const { return kRejectionKinds(kind) + ": " + detail; }
+};
+
 // The run's signature rule for one parsed update (parse_update has already checked the
 // payload against payload_sha256). `allowed`: the raw public keys of [security] allowed_keys.
-// Returns "" when the update may be folded, else a rejection reason "<kind>: <details>":
+// Returns nothing when the update may be folded, else the rejection:
 //   unsigned     the run has an allow-list and the update carries no signature;
 //   unknown_key  signed by a key that is not on the allow-list;
 //   forged       the signature does not verify: a header field or the payload was changed
@@ -83,7 +96,7 @@ std::string update_signing_bytes(const UpdateHeader& h);
 //                signature field is malformed.
 // Without an allow-list unsigned updates pass, and signed ones are still verified against
 // their own signer (catching changes after signing, not proving who signed).
-std::string check_update_signature(const UpdateHeader& h, const std::set<std::string>& allowed);
+std::optional<Rejection> check_update_signature(const UpdateHeader& h, const std::set<std::string>& allowed);
 
 struct ParsedUpdate {
   UpdateHeader header;

@@ -22,7 +22,6 @@ namespace brl::proxy {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-std::string reason_key(const std::string& reason) { return reason.substr(0, reason.find(':')); }
 
 double median_of(std::deque<double> v) {
   size_t n = v.size(), mid = n / 2;
@@ -141,9 +140,10 @@ void Proxy::check_health() {
     WorkerHealth& w = health_[name];
     w.beat = hb;
     w.age_s = (now - hb.time_ms) / 1000.0;
-    const std::string& h = health[name];
-    if (h != w.health && (!w.health.empty() || h != "alive"))
-      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name, h, w.age_s, hb.samples_per_s);
+    const protocol::Health h = health[name];
+    if (h != w.health && (w.health || h != protocol::Health::alive))
+      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name, protocol::kHealthNames(h),
+               w.age_s, hb.samples_per_s);
     w.health = h;
   }
 }
@@ -163,49 +163,51 @@ std::vector<std::string> Proxy::known_workers() {
 bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   auto k = protocol::parse_update_key(obj.key);
   const std::string id = k ? k->second : obj.key;
-  auto reject = [&](const std::string& reason) {
+  using K = protocol::RejectionKind;
+  auto reject = [&](K kind, std::string detail) {
+    const protocol::Rejection r{kind, std::move(detail)};
     cursors_[worker] = id;
     seen_ids_[worker + "/" + id] = version_ + 1;
-    rejected_.push_back({worker, id, reason});
+    rejected_.push_back({worker, id, r.reason()});
     ++counters_.rejected;
-    ++counters_.rejected_by_reason[reason_key(reason)];
-    LOG_WARN("proxy: rejected update {}/{}: {}", worker, id, reason);
+    ++counters_.rejected_by_reason[protocol::kRejectionKinds(kind)];
+    LOG_WARN("proxy: rejected update {}/{}: {}", worker, id, r.reason());
     return true;
   };
-  if (!k) return reject("malformed: key " + obj.key + " is not updates/<worker>/<id>.upd");
+  if (!k) return reject(K::malformed, "key " + obj.key + " is not updates/<worker>/<id>.upd");
   auto body = store_->get(obj.key);
   if (!body) {
-    if (body.status().is_not_found()) return reject("missing: deleted before it was read");
+    if (body.status().is_not_found()) return reject(K::missing, "deleted before it was read");
     LOG_WARN("proxy: cannot read {} ({}); next poll", obj.key, body.status().to_string());
     return false;
   }
   auto p = protocol::parse_update(*body, obj.key);
-  if (!p) return reject("corrupt: " + p.status().message());
+  if (!p) return reject(K::corrupt, p.status().message());
   const auto& h = p->header;
   // Nothing in the header is trusted before this.
-  if (std::string why = protocol::check_update_signature(h, allowed_keys_); !why.empty()) return reject(why);
+  if (auto why = protocol::check_update_signature(h, allowed_keys_)) return reject(why->kind, why->detail);
   // A (validly signed) update copied to another key names its original worker and id.
   if (auto it = seen_ids_.find(h.worker + "/" + h.id); it != seen_ids_.end())
-    return reject("replay: update " + it->first + " was already considered for v" + std::to_string(it->second));
+    return reject(K::replay, "update " + it->first + " was already considered for v" + std::to_string(it->second));
   if (h.worker != worker || h.id != id)
-    return reject("mismatch: header says " + h.worker + "/" + h.id + ", the key " + worker + "/" + id);
+    return reject(K::mismatch, "header says " + h.worker + "/" + h.id + ", the key " + worker + "/" + id);
   if (h.base_version > version_)
-    return reject("future: base version " + std::to_string(h.base_version) + " is newer than " + std::to_string(version_));
+    return reject(K::future, "base version " + std::to_string(h.base_version) + " is newer than " + std::to_string(version_));
   int64_t staleness = version_ - h.base_version;
   if (staleness > cfg_.aggregation.max_staleness)
-    return reject("stale: base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
+    return reject(K::stale, "base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
                   " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
   codec::Kind kind = codec::Kind::fp32;
   auto delta = codec::decode(p->payload, 1ull << 32, &kind);
-  if (!delta) return reject("corrupt: " + delta.status().message());
+  if (!delta) return reject(K::corrupt, delta.status().message());
   if (delta->size() != global_.size())
-    return reject("shape: " + std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
+    return reject(K::shape, std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
   for (size_t i = 0; i < global_.size(); ++i) {
     const auto& d = (*delta)[i];
     if (d.name != global_[i].name || d.shape != global_[i].shape)
-      return reject("shape: tensor " + d.name + " does not match the adapter's " + global_[i].name);
+      return reject(K::shape, "tensor " + d.name + " does not match the adapter's " + global_[i].name);
     for (float x : d.data)
-      if (!std::isfinite(x)) return reject("nonfinite: tensor " + d.name + " holds NaN or Inf");
+      if (!std::isfinite(x)) return reject(K::nonfinite, "tensor " + d.name + " holds NaN or Inf");
   }
   // As the mode folds it: gauge-fixed for the robust modes and exact, as sent for fedavg.
   const double norm = update_norm(cfg_.aggregation, global_, *delta);
@@ -213,14 +215,14 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   // nothing to replay, and two workers whose groups all had equal rewards send the very same
   // one: rejecting the second stalled the sync-mode barrier (it waits for every worker).
   if (auto it = seen_payloads_.find(h.payload_sha256); it != seen_payloads_.end() && norm > 0)
-    return reject("replay: the same delta as update " + it->second);
+    return reject(K::replay, "the same delta as update " + it->second);
   const auto& agg = cfg_.aggregation;
   if (agg.max_update_norm > 0 && norm > agg.max_update_norm)
-    return reject(fmt::format("norm: |delta| = {:.4g} exceeds max_update_norm = {:.4g}", norm, agg.max_update_norm));
+    return reject(K::norm, fmt::format("|delta| = {:.4g} exceeds max_update_norm = {:.4g}", norm, agg.max_update_norm));
   if (agg.max_update_norm_ratio > 0 && recent_norms_.size() >= kMinNormHistory) {
     double med = median_of(recent_norms_);
     if (norm > agg.max_update_norm_ratio * med)
-      return reject(fmt::format("norm: |delta| = {:.4g} exceeds max_update_norm_ratio {:.4g} x {:.4g}, the median of the "
+      return reject(K::norm, fmt::format("|delta| = {:.4g} exceeds max_update_norm_ratio {:.4g} x {:.4g}, the median of the "
                                 "last {} accepted updates",
                                 norm, agg.max_update_norm_ratio, med, recent_norms_.size()));
   }
@@ -353,7 +355,7 @@ void Proxy::collect_garbage() {
   int64_t keep_from = version_ - cfg_.proxy.keep_versions + 1;
   std::set<int64_t> pinned;
   for (auto& [w, h] : health_)
-    if (h.health != "lost" && h.health != "stopped") pinned.insert(h.beat.version);
+    if (h.health != protocol::Health::lost && h.health != protocol::Health::stopped) pinned.insert(h.beat.version);
   auto objs = store_->list_all(protocol::global_prefix());
   if (!objs) return;
   std::map<int64_t, std::vector<std::string>> payloads;
@@ -414,7 +416,7 @@ bool Proxy::barrier_ready() const {
   // A worker whose delta this round was rejected (stale, norm, ...) is waiting at the barrier
   // too: waiting for it would stall every worker for good.
   for (auto& [name, w] : health_) {
-    if (w.health == "lost" || w.health == "stopped") continue;
+    if (w.health == protocol::Health::lost || w.health == protocol::Health::stopped) continue;
     bool sent = false;
     for (auto& p : accepted_) sent = sent || (p.meta.worker == name && p.meta.base_version == version_);
     for (auto& r : rejected_) sent = sent || r.worker == name;

@@ -24,6 +24,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "proxy/aggregate.h"
 #include "codec/codec.h"
 #include "config/run_config.h"
+#include "protocol/health.h"
 #include "protocol/records.h"
 #include "store/object_store.h"
 
@@ -53,7 +55,7 @@ struct ProxyOptions {
 
 struct WorkerHealth {
   protocol::Heartbeat beat;
-  std::string health;           // alive | straggling | lost | stopped
+  std::optional<protocol::Health> health;  // none before the first classification
   double age_s = 0;
 };
 

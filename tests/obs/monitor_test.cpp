@@ -59,7 +59,7 @@ obs::WorkerLive live_worker(const std::string& name, const std::string& health, 
   w.beat.samples_per_s = 12.5;
   w.beat.device = name == "w0" ? "cuda:0 NVIDIA H200" : "";
   w.beat.device_memory_bytes = name == "w0" ? 3u << 30 : 0;
-  w.health = health;
+  w.health = protocol::kHealthNames.parse(health).value();
   return w;
 }
 

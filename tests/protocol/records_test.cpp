@@ -123,6 +123,11 @@ namespace {
 const std::string kPayload = "payload bytes";
 UpdateHeader parsed(const std::string& obj) { return parse_update(obj, "u").value().header; }
 std::string kind(const std::string& reason) { return reason.substr(0, reason.find(':')); }
+// The rejection's reason as a manifest records it; "" when the update may be folded.
+std::string why_not(const UpdateHeader& h, const std::set<std::string>& allowed) {
+  auto r = check_update_signature(h, allowed);
+  return r ? r->reason() : "";
+}
 }  // namespace
 
 // Signed updates: changing any header field or the payload after signing, a signature by
@@ -135,8 +140,8 @@ TEST(SignedUpdate, RoundTrip) {
   EXPECT_EQ(p.payload, kPayload);
   EXPECT_EQ(p.header.signer, ed25519::format_public_key(key.public_key()));
   EXPECT_EQ(base64_decode(p.header.signature).value().size(), ed25519::kSignatureSize);
-  EXPECT_EQ(check_update_signature(p.header, {key.public_key()}), "");
-  EXPECT_EQ(check_update_signature(p.header, {}), "");  // no allow-list: verified against its own signer
+  EXPECT_EQ(why_not(p.header, {key.public_key()}), "");
+  EXPECT_EQ(why_not(p.header, {}), "");  // no allow-list: verified against its own signer
   // The signature is over the header without it, under the domain tag.
   EXPECT_TRUE(ed25519::verify(key.public_key(), update_signing_bytes(p.header), base64_decode(p.header.signature).value()));
   EXPECT_EQ(update_signing_bytes(p.header).rfind("bucketrl update signature v1\n", 0), 0u);
@@ -146,9 +151,9 @@ TEST(SignedUpdate, RoundTrip) {
   f.extra["future_field"] = {{"a", 1}};
   UpdateHeader back = parse_update(encode_update(f, kPayload, &key), "u").value().header;
   EXPECT_EQ(back.extra, f.extra);
-  EXPECT_EQ(check_update_signature(back, {key.public_key()}), "");
+  EXPECT_EQ(why_not(back, {key.public_key()}), "");
   back.extra["future_field"]["a"] = 2;
-  EXPECT_EQ(check_update_signature(back, {key.public_key()}).substr(0, 7), "forged:");
+  EXPECT_EQ(why_not(back, {key.public_key()}).substr(0, 7), "forged:");
 }
 
 TEST(SignedUpdate, UnsignedObjectsAreUnchanged) {
@@ -156,9 +161,9 @@ TEST(SignedUpdate, UnsignedObjectsAreUnchanged) {
   EXPECT_EQ(obj.find("signer"), std::string::npos);
   EXPECT_EQ(obj.find("signature"), std::string::npos);
   UpdateHeader h = parsed(obj);
-  EXPECT_EQ(check_update_signature(h, {}), "");
+  EXPECT_EQ(why_not(h, {}), "");
   auto key = ed25519::SigningKey::generate();
-  EXPECT_EQ(kind(check_update_signature(h, {key.public_key()})), "unsigned");
+  EXPECT_EQ(kind(why_not(h, {key.public_key()})), "unsigned");
 }
 
 // Every field the proxy uses, changed after signing (header re-encoded with the old
@@ -186,29 +191,29 @@ TEST(SignedUpdate, AnyFieldChangedAfterSigningIsForged) {
     std::string obj = encode_update(h, kPayload);  // keeps signer + signature as they are
     UpdateHeader back = parsed(obj);
     EXPECT_EQ(back.signature, good.signature) << field;
-    std::string why = check_update_signature(back, {key.public_key()});
+    std::string why = why_not(back, {key.public_key()});
     EXPECT_EQ(kind(why), "forged") << field << ": " << why;
-    EXPECT_EQ(kind(check_update_signature(back, {})), "forged") << field;
+    EXPECT_EQ(kind(why_not(back, {})), "forged") << field;
   }
   // Another payload: parse_update catches it unless payload_sha256 changes too, which the
   // signature covers.
   std::string other = encode_update(good, "other payload");
-  EXPECT_EQ(kind(check_update_signature(parsed(other), {key.public_key()})), "forged");
+  EXPECT_EQ(kind(why_not(parsed(other), {key.public_key()})), "forged");
   std::string same = encode_update(good, kPayload);
-  EXPECT_EQ(check_update_signature(parsed(same), {key.public_key()}), "");
+  EXPECT_EQ(why_not(parsed(same), {key.public_key()}), "");
 }
 
 TEST(SignedUpdate, KeysAndMalformedFields) {
   auto allowed = ed25519::SigningKey::generate(), stranger = ed25519::SigningKey::generate();
   const std::set<std::string> list{allowed.public_key()};
   // A key that is not on the list, with a valid signature.
-  std::string why = check_update_signature(parsed(encode_update(header(), kPayload, &stranger)), list);
+  std::string why = why_not(parsed(encode_update(header(), kPayload, &stranger)), list);
   EXPECT_EQ(kind(why), "unknown_key");
   EXPECT_NE(why.find(ed25519::format_public_key(stranger.public_key())), std::string::npos);
   // Signed by the stranger but claiming the allowed key.
   UpdateHeader h = parsed(encode_update(header(), kPayload, &stranger));
   h.signer = ed25519::format_public_key(allowed.public_key());
-  EXPECT_EQ(kind(check_update_signature(parsed(encode_update(h, kPayload)), list)), "forged");
+  EXPECT_EQ(kind(why_not(parsed(encode_update(h, kPayload)), list)), "forged");
   // Malformed fields.
   UpdateHeader g = parsed(encode_update(header(), kPayload, &allowed));
   for (auto edit : std::vector<std::function<void(UpdateHeader&)>>{
@@ -220,7 +225,7 @@ TEST(SignedUpdate, KeysAndMalformedFields) {
        }) {
     UpdateHeader x = g;
     edit(x);
-    EXPECT_EQ(kind(check_update_signature(parsed(encode_update(x, kPayload)), list)), "forged");
+    EXPECT_EQ(kind(why_not(parsed(encode_update(x, kPayload)), list)), "forged");
   }
 }
 
@@ -522,12 +527,12 @@ TEST(Health, LostStragglingStoppedAlive) {
                                      {"c", beat("c", now - 3000, 20)},   {"d", beat("d", now - 61000, 100)},
                                      {"e", beat("e", now - 500, 0, "stopped")}};
   auto h = classify_health(b, now, {60, 0.25});
-  EXPECT_EQ(h["a"], "alive");
-  EXPECT_EQ(h["b"], "alive");
-  EXPECT_EQ(h["c"], "straggling");  // 20 < 0.25 x median(100, 110, 20) = 25
-  EXPECT_EQ(h["d"], "lost");        // silent 61 s > 60 s
-  EXPECT_EQ(h["e"], "stopped");
+  EXPECT_EQ(h["a"], Health::alive);
+  EXPECT_EQ(h["b"], Health::alive);
+  EXPECT_EQ(h["c"], Health::straggling);  // 20 < 0.25 x median(100, 110, 20) = 25
+  EXPECT_EQ(h["d"], Health::lost);        // silent 61 s > 60 s
+  EXPECT_EQ(h["e"], Health::stopped);
   // One live worker alone is never a straggler.
   auto one = classify_health({{"c", beat("c", now, 1)}}, now, {60, 0.25});
-  EXPECT_EQ(one["c"], "alive");
+  EXPECT_EQ(one["c"], Health::alive);
 }

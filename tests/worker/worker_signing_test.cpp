@@ -96,7 +96,7 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
   std::string body = s->get(objs[0].key).value();
   auto h = protocol::parse_update(body, objs[0].key).value().header;
   EXPECT_EQ(h.signer, ed25519::format_public_key(alice.public_key()));
-  EXPECT_EQ(protocol::check_update_signature(h, {alice.public_key()}), "");
+  EXPECT_FALSE(protocol::check_update_signature(h, {alice.public_key()}));
   proxy::Proxy p(test::proxy_options(bucket, "p"));
   ASSERT_TRUE(p.poll_once());
   auto m = protocol::read_manifest(*s, 1).value();
