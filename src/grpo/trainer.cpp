@@ -9,12 +9,12 @@
 #include "grpo/loss.h"
 #include "lora/lora.h"
 #include "tasks/rewards.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace brl::grpo {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::vector<int64_t> stop_ids(const tok::Tokenizer& tk) {

@@ -15,6 +15,7 @@
 #include "lora/lora.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/log.h"
@@ -28,7 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 struct Child {
   std::string name, log;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -74,8 +75,6 @@ bool base64_decode(std::string_view in, std::string* out) {
   }
   return true;
 }
-
-using Clock = std::chrono::steady_clock;
 
 int ms_left(Clock::time_point deadline) {
   return static_cast<int>(std::max<int64_t>(

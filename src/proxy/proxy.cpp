@@ -13,14 +13,15 @@
 #include "protocol/layout.h"
 #include "protocol/update.h"
 #include "store/local_store.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/host.h"
 #include "util/log.h"
 
 namespace brl::proxy {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 
 
 double median_of(std::deque<double> v) {
@@ -39,9 +40,7 @@ struct Proxy::Pending {
 
 Proxy::Proxy(ProxyOptions opt) : opt_(std::move(opt)), store_(protocol::open_bucket(opt_.bucket)) {
   if (opt_.id.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    opt_.id = "proxy-" + std::string(host) + "-" + std::to_string(getpid());
+    opt_.id = "proxy-" + hostname() + "-" + std::to_string(getpid());
   }
   load();
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace brl::store {
@@ -204,7 +205,6 @@ Status S3Client::classify(const http::Response& r, const S3Call& call) const {
 }
 
 Result<http::Response> S3Client::execute(S3Call& call) const {
-  using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(opt_.max_retry_s * 1000));
   thread_local std::mt19937_64 rng(std::random_device{}());

@@ -23,13 +23,13 @@
 
 #include "store/s3_request.h"
 #include "util/hash.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace brl::store {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // md5 (raw) and sha256 (hex) of a buffer or a file range, in one pass.
 struct Digests {

@@ -13,7 +13,9 @@
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
+#include "util/clock.h"
 #include "util/error.h"
+#include "util/host.h"
 #include "util/log.h"
 #include "worker/adapter_state.h"
 #include "worker/heartbeat.h"
@@ -23,17 +25,7 @@ namespace brl::worker {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string default_worker_id() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  std::string h;
-  for (char* p = host; *p && h.size() < 40; ++p)
-    h += (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') ? *p : '-';
-  return (h.empty() ? "worker" : h) + "-" + std::to_string(getpid());
-}
+double since(Clock::time_point t) { return seconds_since(t); }
 
 // The key this worker signs with (--signing-key, else $BRL_SIGNING_KEY_FILE), checked against
 // the run's allow-list up front: a worker whose every update would be rejected must not start.
@@ -66,7 +58,7 @@ constexpr int64_t kRejectionLookback = 64;  // versions read at most per adoptio
 }  // namespace
 
 Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_device{}()) {
-  id_ = opt_.id.empty() ? default_worker_id() : opt_.id;
+  id_ = opt_.id.empty() ? process_id("", "worker") : opt_.id;
   protocol::check_worker_id(id_);
   if (opt_.num_shards < 1 || opt_.shard < 0 || opt_.shard >= opt_.num_shards)
     throw UserError("worker " + id_ + ": shard " + std::to_string(opt_.shard) + "/" + std::to_string(opt_.num_shards) +
@@ -83,9 +75,7 @@ Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_devic
   hb0.worker = id_;
   hb0.state = "starting";
   hb0.pid = getpid();
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  hb0.host = host;
+  hb0.host = hostname();
   beater_ = std::make_unique<HeartbeatSender>(opt_.bucket, hb0, cfg_.sync.heartbeat_interval_s);
 
   ses_ = std::make_unique<grpo::Session>(grpo::open_session(cfg_));

@@ -21,6 +21,7 @@
 #include "config/run_config.h"
 #include "protocol/records.h"
 #include "store/object_store.h"
+#include "util/clock.h"
 #include "util/ed25519.h"
 #include "worker/reward_window.h"
 
@@ -92,7 +93,6 @@ class Worker {
   bool upload_and_adopt(const std::atomic<bool>& stop);
   void flush_logs();
 
-  using Clock = std::chrono::steady_clock;
   WorkerOptions opt_;
   std::string id_;
   Clock::time_point start_ = Clock::now(), last_sync_ = Clock::now(), train_start_ = Clock::now();
