@@ -1,7 +1,6 @@
-// Update payload codecs: blockwise absmax quantization, safetensors body, zstd frame.
+// Update payload codecs: the kinds, the safetensors body (encode, decode). The frame, the
+// quantizers, bf16 and error feedback are in files of their own (codec/internal.h).
 #include "codec/codec.h"
-
-#include <zstd.h>
 
 #include <algorithm>
 #include <bit>
@@ -13,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "codec/internal.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/safetensors.h"
@@ -22,33 +22,13 @@ namespace brl::codec {
 static_assert(std::endian::native == std::endian::little,
               "payload buffers are little-endian and copied as-is");
 
-namespace {
+namespace detail {
 
-constexpr char kMagic[4] = {'B', 'R', 'L', 'C'};
-constexpr uint8_t kFrameVersion = 1;
-constexpr size_t kPrefixSize = 24;  // magic, version, compression, 2 reserved, u64 length, 8 checksum
-constexpr size_t kChecksumSize = 8;
-constexpr const char* kFormat = "1";  // body layout version, in __metadata__["format"]
-constexpr int kMinBlock = 8, kMaxBlock = 4096, kMaxLevel = 19;
-constexpr int kMinChunk = 16, kMaxChunk = 32768;  // a run's indices fit I16
-constexpr const char* kValidKinds = "fp32, bf16, int8, int4, topk_int2, topk_int4";
-
-bool quantized(Kind k) { return k == Kind::int8 || k == Kind::int4; }
-int qmax(Kind k) { return k == Kind::int8 ? 127 : 7; }
-int code_bits(Kind k) { return k == Kind::topk_int2 ? 2 : 4; }
-int levels(Kind k) { return 1 << (code_bits(k) - 1); }  // magnitude levels; the top code bit is the sign
-// The extra body tensors of each tensor, per kind (their names must not collide).
 std::vector<std::string> suffixes(Kind k) {
   if (quantized(k)) return {".scale"};
   if (is_sparse(k)) return {".count", ".index", ".range"};
   return {};
 }
-
-// Decode failures: a status code and a message, turned into a Status at the API boundary.
-struct DecodeError : std::runtime_error {
-  StatusCode code;
-  DecodeError(StatusCode c, const std::string& m) : std::runtime_error(m), code(c) {}
-};
 [[noreturn]] void corrupt(const std::string& what) {
   throw DecodeError(StatusCode::kCorrupt, "update payload: " + what);
 }
@@ -58,227 +38,11 @@ struct DecodeError : std::runtime_error {
                         " bytes, over the max_decoded_bytes limit of " + std::to_string(limit));
 }
 
-std::string checksum_hex(std::string_view body) {
-  return sha256_hex(body).substr(0, 2 * kChecksumSize);
-}
+}  // namespace detail
 
-// a * b, or false on overflow.
-bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) {
-  if (a != 0 && b > UINT64_MAX / a) return false;
-  *out = a * b;
-  return true;
-}
+using namespace detail;
 
-uint64_t num_blocks(uint64_t n, int block) { return n / block + (n % block != 0); }
-
-// Round to nearest, ties to even, for |v| <= 2^22: adding 1.5 * 2^23 moves v to where the
-// float spacing is 1. Unlike nearbyint this vectorizes without SSE4.1.
-inline float round_ne(float v) {
-  constexpr float kMagic = 12582912.0f;
-  return (v + kMagic) - kMagic;
-}
-
-// The largest scale whose products with every code stay finite (FLT_MAX / q itself may
-// round up). Encoders clamp to it; decoders reject anything above it.
-float max_scale(int qm) {
-  float s = FLT_MAX / static_cast<float>(qm);
-  while (!std::isfinite(s * static_cast<float>(qm))) s = std::nextafter(s, 0.0f);
-  return s;
-}
-
-// Symmetric absmax: per block scale = absmax / qmax, code = round(x / scale) in
-// [-qmax, qmax]; a zero block (or one whose scale underflows to 0) gets all-zero codes.
-// Returns false (codes unusable) if x holds a non-finite value.
-bool quantize(const float* x, uint64_t n, int block, int qm, int8_t* codes, float* scales) {
-  const uint64_t nb = num_blocks(n, block);
-  const float fq = static_cast<float>(qm), smax = max_scale(qm);
-  for (uint64_t b = 0; b < nb; ++b) {
-    const uint64_t lo = b * block, hi = std::min<uint64_t>(n, lo + block);
-    // Absmax on the bits of |x|: non-negative floats order like their bit patterns, so an
-    // integer max (which vectorizes, unlike a float max without -ffast-math) finds it, and
-    // inf/nan show up as bits >= 0x7f800000.
-    uint32_t mb = 0;
-    for (uint64_t i = lo; i < hi; ++i) mb = std::max(mb, std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu);
-    if (mb >= 0x7f800000u) return false;
-    const float s = std::min(std::bit_cast<float>(mb) / fq, smax);
-    scales[b] = s;
-    if (s == 0) {
-      std::fill(codes + lo, codes + hi, int8_t{0});
-      continue;
-    }
-    for (uint64_t i = lo; i < hi; ++i)
-      codes[i] = static_cast<int8_t>(std::clamp(round_ne(x[i] / s), -fq, fq));
-  }
-  return true;
-}
-
-void dequantize(const int8_t* codes, uint64_t n, int block, const float* scales, float* out) {
-  const uint64_t nb = num_blocks(n, block);
-  for (uint64_t b = 0; b < nb; ++b) {
-    const uint64_t lo = b * block, hi = std::min<uint64_t>(n, lo + block);
-    const float s = scales[b];
-    for (uint64_t i = lo; i < hi; ++i) out[i] = static_cast<float>(codes[i]) * s;
-  }
-}
-
-// ---- topk kinds ---------------------------------------------------------------------
-
-// Elements a run of len sends: ceil(density * len), at least 1, at most len.
-uint64_t topk_count(uint64_t len, double density) {
-  const double k = std::ceil(density * static_cast<double>(len));
-  return std::clamp<uint64_t>(static_cast<uint64_t>(k), 1, len);
-}
-
-struct Sparse {
-  std::vector<int32_t> count;  // per run
-  std::vector<int16_t> index;  // per sent element, its index in the run
-  std::vector<float> range;    // per run: lo, hi
-  std::vector<uint8_t> codes;  // per sent element, unpacked
-};
-
-// Chunked top-k of x (finite) with the codes of the sent elements.
-Sparse sparsify(const float* x, uint64_t n, Kind kind, int chunk, double density) {
-  Sparse sp;
-  const int L = levels(kind);
-  std::vector<uint32_t> order;
-  for (uint64_t lo_i = 0; lo_i < n; lo_i += chunk) {
-    const uint64_t len = std::min<uint64_t>(chunk, n - lo_i), k = topk_count(len, density);
-    const float* r = x + lo_i;
-    order.resize(len);
-    for (uint32_t i = 0; i < len; ++i) order[i] = i;
-    // A total order (magnitude down, then index up), so the choice never depends on the library.
-    auto before = [r](uint32_t a, uint32_t b) {
-      const float ma = std::abs(r[a]), mb = std::abs(r[b]);
-      return ma > mb || (ma == mb && a < b);
-    };
-    if (k < len) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(), before);
-    order.resize(k);
-    // Zeros are not sent (they decode as 0 anyway; sent, one would come back as a level's centre).
-    order.erase(std::remove_if(order.begin(), order.end(), [r](uint32_t i) { return r[i] == 0; }), order.end());
-    std::sort(order.begin(), order.end());
-    float lo = order.empty() ? 0.0f : std::abs(r[order[0]]), hi = lo;
-    for (uint32_t i : order) lo = std::min(lo, std::abs(r[i])), hi = std::max(hi, std::abs(r[i]));
-    const double w = (static_cast<double>(hi) - lo) / L;
-    sp.count.push_back(static_cast<int32_t>(order.size()));
-    sp.range.push_back(lo);
-    sp.range.push_back(hi);
-    for (uint32_t i : order) {
-      const int j = w > 0 ? static_cast<int>(std::min<double>(L - 1, std::floor((std::abs(r[i]) - lo) / w))) : 0;
-      sp.index.push_back(static_cast<int16_t>(i));
-      sp.codes.push_back(static_cast<uint8_t>((std::signbit(r[i]) ? L : 0) + j));
-    }
-  }
-  return sp;
-}
-
-uint64_t packed_bytes(uint64_t codes, int bits) { return (codes * bits + 7) / 8; }
-
-std::string pack_codes(const std::vector<uint8_t>& codes, int bits) {
-  std::string out(packed_bytes(codes.size(), bits), '\0');
-  for (size_t i = 0; i < codes.size(); ++i)
-    out[i * bits / 8] = static_cast<char>(static_cast<uint8_t>(out[i * bits / 8]) | (codes[i] << (i * bits % 8)));
-  return out;
-}
-
-// Index of the first element for which bad() holds, or n. The all-good case, the common
-// one, runs as a branch-free reduction the compiler vectorizes; the scan for the index only
-// runs on failure.
-template <class T, class Bad>
-uint64_t first_bad(const T* p, uint64_t n, Bad bad) {
-  unsigned any = 0;
-  for (uint64_t i = 0; i < n; ++i) any |= bad(p[i]);
-  if (!any) return n;
-  for (uint64_t i = 0; i < n; ++i)
-    if (bad(p[i])) return i;
-  return n;
-}
-inline unsigned non_finite(float x) { return (std::bit_cast<uint32_t>(x) & 0x7f800000u) == 0x7f800000u; }
-
-// memcpy that accepts the null data() of empty vectors (memcpy itself may not).
-void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n) std::memcpy(dst, src, n);
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) r += ',';
-    r += std::to_string(s[i]);
-  }
-  return r + "]";
-}
-
-// ---- the frame ----------------------------------------------------------------------
-
-uint64_t read_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-std::string zstd_decompress(std::string_view src, uint64_t expect) {
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> d(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  if (!d) throw std::bad_alloc();
-  // Grow the output with what actually decompresses (a forged length on a few bytes of
-  // input must not allocate gigabytes); one spare byte detects output beyond `expect`.
-  const uint64_t limit = expect + 1;
-  std::string out(std::min<uint64_t>(limit, std::max<uint64_t>(1 << 16, 4 * src.size())), '\0');
-  ZSTD_inBuffer in{src.data(), src.size(), 0};
-  ZSTD_outBuffer o{out.data(), out.size(), 0};
-  for (;;) {
-    const size_t r = ZSTD_decompressStream(d.get(), &o, &in);
-    if (ZSTD_isError(r)) corrupt(std::string("zstd: ") + ZSTD_getErrorName(r));
-    if (r == 0 && in.pos == in.size) break;  // last frame complete, input consumed
-    if (o.pos == o.size) {
-      if (out.size() >= limit) corrupt("body decompresses to more than the " +
-                                       std::to_string(expect) + " bytes the prefix declares");
-      out.resize(std::min<uint64_t>(limit, 2 * out.size()));
-      o.dst = out.data();
-      o.size = out.size();
-    } else if (in.pos == in.size) {
-      corrupt("zstd stream is truncated");
-    }
-  }
-  if (o.pos != expect)
-    corrupt("body decompresses to " + std::to_string(o.pos) + " bytes, the prefix declares " +
-            std::to_string(expect));
-  out.resize(o.pos);
-  return out;
-}
-
-// Checks the prefix and returns the body: a view into `bytes` when stored, else into
-// `storage`.
-std::string_view unframe_view(std::string_view bytes, uint64_t max_body, std::string& storage) {
-  if (bytes.size() < kPrefixSize)
-    corrupt(std::to_string(bytes.size()) + " bytes, shorter than the " +
-            std::to_string(kPrefixSize) + "-byte prefix (truncated?)");
-  const char* p = bytes.data();
-  if (std::memcmp(p, kMagic, 4) != 0) corrupt("does not start with the magic \"BRLC\"");
-  if (static_cast<uint8_t>(p[4]) != kFrameVersion)
-    corrupt("frame version " + std::to_string(static_cast<uint8_t>(p[4])) +
-            " is not supported (this build reads " + std::to_string(kFrameVersion) + ")");
-  const uint8_t comp = static_cast<uint8_t>(p[5]);
-  if (comp > 1) corrupt("compression flag " + std::to_string(comp) + " is neither 0 (stored) nor 1 (zstd)");
-  if (p[6] != 0 || p[7] != 0) corrupt("reserved prefix bytes are not zero");
-  const uint64_t len = read_u64(p + 8);
-  if (len > max_body) too_big("the body", len, max_body);
-  const std::string_view rest = bytes.substr(kPrefixSize);
-  std::string_view body;
-  if (comp == 0) {
-    if (rest.size() != len)
-      corrupt("stored body is " + std::to_string(rest.size()) + " bytes, the prefix declares " +
-              std::to_string(len));
-    body = rest;
-  } else {
-    storage = zstd_decompress(rest, len);
-    body = storage;
-  }
-  if (checksum_hex(body) != to_hex(reinterpret_cast<const unsigned char*>(p + 16), kChecksumSize))
-    corrupt("body checksum mismatch (corrupted in transit or storage)");
-  return body;
-}
-
-// ---- the body ------------------------------------------------------------------------
+namespace {
 
 const std::string& meta(const std::map<std::string, std::string>& md, const std::string& key) {
   auto it = md.find(key);
@@ -556,38 +320,6 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
 
 }  // namespace
 
-namespace {
-// Round to nearest even; a finite value that rounds past the largest bf16 is clamped to it
-// (still within 2^-8 relative), so bf16 payloads never hold infinities.
-uint16_t bf16_bits(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  uint16_t h = static_cast<uint16_t>(u >> 16);
-  if ((h & 0x7f80u) == 0x7f80u) h = static_cast<uint16_t>((h & 0x8000u) | 0x7f7fu);
-  return h;
-}
-float bf16_value(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-}  // namespace
-
-void to_bf16(const float* x, uint64_t n, void* out) {
-  auto* o = static_cast<uint8_t*>(out);
-  for (uint64_t i = 0; i < n; ++i) {
-    const uint16_t h = bf16_bits(x[i]);
-    std::memcpy(o + 2 * i, &h, 2);
-  }
-}
-
-void from_bf16(const void* in, uint64_t n, float* out) {
-  const auto* p = static_cast<const uint8_t*>(in);
-  for (uint64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    out[i] = bf16_value(h);
-  }
-}
-
-float round_bf16(float x) { return bf16_value(bf16_bits(x)); }
-
 Kind parse_kind(const std::string& s) {
   if (s == "fp32") return Kind::fp32;
   if (s == "bf16") return Kind::bf16;
@@ -628,57 +360,6 @@ void validate(const Options& opt) {
   if (!(opt.topk_density > 0 && opt.topk_density <= 1))
     throw UserError("codec topk_density " + std::to_string(opt.topk_density) + " is outside (0, 1]",
                     "the fraction of each run sent; SparseLoCo sends 64 of 4096 (0.015625)");
-}
-
-double error_bound(Kind k, double absmax) {
-  switch (k) {
-    case Kind::fp32: return 0;
-    case Kind::bf16: return absmax * kBf16RelativeError;
-    case Kind::int8:
-    case Kind::int4: return absmax / qmax(k) / 2;
-    case Kind::topk_int2:
-    case Kind::topk_int4: return absmax / levels(k) / 2;
-  }
-  BRL_ASSERT(false, "bad codec kind");
-}
-
-std::string frame(std::string_view body, int zstd_level) {
-  if (zstd_level < 0 || zstd_level > kMaxLevel)
-    throw UserError("codec zstd_level " + std::to_string(zstd_level) + " is outside [0, " +
-                    std::to_string(kMaxLevel) + "]");
-  std::string out(kPrefixSize, '\0');
-  std::memcpy(out.data(), kMagic, 4);
-  out[4] = static_cast<char>(kFrameVersion);
-  const uint64_t n = body.size();
-  for (int i = 0; i < 8; ++i) out[8 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  const std::string sum = sha256_hex(body);
-  for (size_t i = 0; i < kChecksumSize; ++i)
-    out[16 + i] = static_cast<char>(std::stoi(sum.substr(2 * i, 2), nullptr, 16));
-  if (zstd_level > 0) {
-    std::string z(ZSTD_compressBound(body.size()), '\0');
-    const size_t r = ZSTD_compress(z.data(), z.size(), body.data(), body.size(), zstd_level);
-    BRL_ASSERT(!ZSTD_isError(r), std::string("zstd: ") + ZSTD_getErrorName(r));
-    if (r < body.size()) {  // incompressible bodies (e.g. random fp32) go out stored
-      out[5] = 1;
-      out.append(z.data(), r);
-      return out;
-    }
-  }
-  out.append(body);
-  return out;
-}
-
-Result<std::string> unframe(std::string_view bytes, uint64_t max_body_bytes) {
-  try {
-    std::string storage;
-    std::string_view body = unframe_view(bytes, max_body_bytes, storage);
-    if (storage.empty()) return std::string(body);
-    return storage;
-  } catch (const DecodeError& e) {
-    return Status(e.code, e.what());
-  } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, "update payload: out of memory unframing the body");
-  }
 }
 
 std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
@@ -817,36 +498,6 @@ Result<std::vector<Tensor>> decode(std::string_view bytes, uint64_t max_decoded_
   } catch (const std::exception& e) {  // e.g. a JSON type error in a forged header
     return Status(StatusCode::kCorrupt, std::string("update payload: ") + e.what());
   }
-}
-
-std::string ErrorFeedback::encode(const std::vector<Tensor>& delta, const Options& opt) {
-  std::vector<Tensor> corrected = delta;
-  for (auto& t : corrected) {
-    auto it = residual_.find(t.name);
-    if (it == residual_.end()) continue;
-    if (it->second.size() != t.data.size())
-      throw UserError("error feedback: tensor \"" + t.name + "\" has " + std::to_string(t.data.size()) +
-                          " elements, its stored residual " + std::to_string(it->second.size()),
-                      "the adapter shape changed; call reset() first");
-    for (size_t i = 0; i < t.data.size(); ++i) t.data[i] += it->second[i];
-  }
-  std::string bytes = codec::encode(corrected, opt);
-  auto decoded = codec::decode(bytes);
-  BRL_ASSERT(decoded.is_ok(), "a payload we just encoded does not decode: " + decoded.status().to_string());
-  for (size_t t = 0; t < corrected.size(); ++t) {
-    std::vector<float>& r = corrected[t].data;  // becomes the residual in place
-    const std::vector<float>& d = decoded->at(t).data;
-    for (size_t i = 0; i < r.size(); ++i) r[i] -= d[i];
-  }
-  for (auto& t : corrected) residual_[t.name] = std::move(t.data);
-  return bytes;
-}
-
-double ErrorFeedback::residual_norm() const {
-  double s = 0;
-  for (auto& [name, r] : residual_)
-    for (float v : r) s += static_cast<double>(v) * v;
-  return std::sqrt(s);
 }
 
 }  // namespace brl::codec
