@@ -1,7 +1,7 @@
 // `bucketrl demo`: everything from nothing on one machine. Makes the demo base model (cached
 // in OUT/base), then trains it with GRPO + LoRA until the held-out accuracy target or the
 // time limit, and prints a summary. By default the training is the real thing: a directory
-// bucket, the proxy, N worker processes and the evaluator (async/demo.h); --workers 0 runs
+// bucket, the proxy, N worker processes and the evaluator (launch/demo.h); --workers 0 runs
 // the same recipe in this one process with no bucket (grpo/train_loop.h).
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // How the proxy folds accepted worker deltas into the next global adapter ([aggregation]).
 // Torch-free, over codec::Tensor lists with PEFT names. Mode "exact" needs one dense
 // factorization of a large matrix per LoRA module, which a ProductFactorizer handed in by
-// the caller does (the bucketrl binary hands in libtorch's: async/aten_factorizer.h).
+// the caller does (the bucketrl binary hands in libtorch's: launch/aten_factorizer.h).
 //
 // Every mode first combines the deltas into one step d (same tensors as the adapter). w_i are
 // relative weights (samples); s_i in (0, 1] are discounts (staleness: (1 + staleness)^-exponent)
