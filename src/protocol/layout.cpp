@@ -94,13 +94,19 @@ std::optional<std::pair<std::string, std::string>> parse_update_key(const std::s
   auto slash = rest.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 >= rest.size()) return std::nullopt;
   if (rest.find('/', slash + 1) != std::string::npos) return std::nullopt;
-  return std::make_pair(rest.substr(0, slash), rest.substr(slash + 1));
+  auto ids = std::make_pair(rest.substr(0, slash), rest.substr(slash + 1));
+  if (!is_valid_id(ids.first) || !is_valid_id(ids.second)) return std::nullopt;
+  return ids;
+}
+
+bool is_valid_id(const std::string& id) {
+  bool ok = !id.empty() && id.size() <= 64 && id[0] != '.';
+  for (char c : id) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  return ok;
 }
 
 void check_worker_id(const std::string& id) {
-  bool ok = !id.empty() && id.size() <= 64 && id[0] != '.';
-  for (char c : id) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
-  if (!ok)
+  if (!is_valid_id(id))
     throw UserError("worker id '" + id + "' is not valid", "use 1-64 characters from A-Z a-z 0-9 . _ - (not starting with '.')");
 }
 

@@ -59,10 +59,12 @@ std::optional<VersionKey> parse_version_key(const std::string& key);
 std::optional<int64_t> parse_manifest_key(const std::string& key);
 // Parses "evals/v00000012.json" -> 12; nullopt for other keys.
 std::optional<int64_t> parse_eval_key(const std::string& key);
-// Parses "updates/<worker>/<id>.upd" -> {worker, id}.
+// Parses "updates/<worker>/<id>.upd" -> {worker, id}; nullopt unless both are valid ids.
 std::optional<std::pair<std::string, std::string>> parse_update_key(const std::string& key);
 
-// Worker ids and update ids: [A-Za-z0-9._-]{1,64}, no leading dot. Throws UserError otherwise.
+// Worker ids and update ids: [A-Za-z0-9._-]{1,64}, no leading dot (so never "." or "..",
+// which would name a folder). Throws UserError otherwise.
 void check_worker_id(const std::string& id);
+bool is_valid_id(const std::string& id);
 
 }  // namespace brl::protocol

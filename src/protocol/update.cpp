@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "protocol/layout.h"
 #include "util/ed25519.h"
 #include "util/hash.h"
 #include "util/json_int.h"
@@ -120,6 +121,9 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
   } catch (const nlohmann::json::exception& e) {
     return corrupt(label, std::string("header field missing or of the wrong type: ") + e.what());
   }
+  // The ids name objects (updates/<worker>/<id>.upd): ".." or a '/' would name others.
+  if (!is_valid_id(h.worker)) return corrupt(label, "worker '" + h.worker + "' is not a valid worker id");
+  if (!is_valid_id(h.id)) return corrupt(label, "id '" + h.id + "' is not a valid update id");
   if (h.base_version < 0) return corrupt(label, "base_version " + std::to_string(h.base_version) + " < 0");
   if (h.steps < 0 || h.samples <= 0) return corrupt(label, "steps/samples must be >= 0 / > 0");
   off += n;

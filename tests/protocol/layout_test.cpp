@@ -29,6 +29,11 @@ TEST(Layout, Parse) {
   EXPECT_FALSE(parse_update_key("updates/w1/x/abc.upd"));
   EXPECT_FALSE(parse_update_key("updates/w1/abc.tmp"));
   EXPECT_FALSE(parse_update_key("updates//abc.upd"));
+  // Ids that would name other folders (found by fuzz/proxy_admission: a header's worker "..").
+  EXPECT_FALSE(parse_update_key("updates/../abc.upd"));
+  EXPECT_FALSE(parse_update_key("updates/w1/...upd"));
+  EXPECT_FALSE(parse_update_key("updates/.hidden/abc.upd"));
+  EXPECT_TRUE(parse_update_key("updates/w.1/a.b-c_d.upd"));
 }
 
 // Every key the proxy's garbage collection and the evaluator read back: parsed where made.

@@ -98,6 +98,24 @@ TEST(Update, RoundTrip) {
   EXPECT_LT(make_update_id(999, 0xffffffff), make_update_id(1000, 0));
 }
 
+// A header's worker and id name objects (updates/<worker>/<id>.upd), so they must be valid
+// ids: fuzz/proxy_admission found a header whose worker was "..".
+TEST(Update, HeaderIdsMustBeValidIds) {
+  for (const char* bad : {"..", ".", "a/b", "", ".hidden", "sp ace"}) {
+    UpdateHeader h = header();
+    h.worker = bad;
+    auto p = parse_update(encode_update(h, "x"), "u");
+    ASSERT_FALSE(p) << bad;
+    EXPECT_EQ(p.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(p.status().message().find("is not a valid worker id"), std::string::npos) << p.status().message();
+    h = header();
+    h.id = bad;
+    p = parse_update(encode_update(h, "x"), "u");
+    ASSERT_FALSE(p) << bad;
+    EXPECT_NE(p.status().message().find("is not a valid update id"), std::string::npos) << p.status().message();
+  }
+}
+
 TEST(Update, EveryTruncationAndBitFlipIsCaught) {
   std::string obj = encode_update(header(), std::string(100, 'x'));
   for (size_t n = 0; n < obj.size(); ++n) EXPECT_FALSE(parse_update(obj.substr(0, n), "u")) << "prefix " << n;
