@@ -6,8 +6,9 @@
 // checks past the key), else under a fixed key. Invariants:
 //  - poll_once does not throw; the update is either folded into version 1 or rejected with
 //    one of the documented reasons, and counted once;
-//  - in the signed run a folded object is, field for field and byte for byte, one the key
-//    signed (fuzz/proxy_seeds.h): nothing else can carry a valid signature;
+//  - in the signed run a folded object has the header values and payload bytes of one the
+//    key signed (fuzz/proxy_seeds.h): nothing else can carry a valid signature (the same
+//    values in other JSON spelling, e.g. 0E0 for 0.0, are the same signed content);
 //  - version 1 is finite and its step within max_update_norm; the bucket verifies.
 #include <unistd.h>
 
@@ -119,9 +120,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto m = protocol::read_manifest(store, 1);
   if (!m.is_ok() || m.value().updates.size() != 1) __builtin_trap();
-  if (signed_run) {
+  if (signed_run) {  // the signature covers the header's values (not their JSON spelling) and the payload
+    const auto got = protocol::parse_update(object, "fuzz").value();
     bool is_seed = false;
-    for (auto& seed : fuzz::proxy_seed_updates(/*signed_only=*/true)) is_seed |= seed == object;
+    for (auto& seed : fuzz::proxy_seed_updates(/*signed_only=*/true)) {
+      const auto want = protocol::parse_update(seed, "seed").value();
+      is_seed |= want.header.to_json() == got.header.to_json() && want.payload == got.payload;
+    }
     if (!is_seed) __builtin_trap();
   }
   auto next = protocol::decode_adapter(protocol::read_payload(store, m.value()).value(), "v1").value();
