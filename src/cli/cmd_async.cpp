@@ -4,19 +4,19 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "launch/aten_factorizer.h"
-#include "worker/evaluator.h"
-#include "launch/local_run.h"
-#include "launch/run_setup.h"
-#include "worker/worker.h"
 #include "cli/command.h"
 #include "config/run_config.h"
+#include "launch/aten_factorizer.h"
+#include "launch/local_run.h"
+#include "launch/run_setup.h"
 #include "obs/proxy_http.h"
 #include "protocol/bucket.h"
 #include "protocol/verify.h"
 #include "proxy/proxy.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "worker/evaluator.h"
+#include "worker/worker.h"
 
 using namespace brl;
 

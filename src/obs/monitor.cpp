@@ -138,11 +138,11 @@ std::string Monitor::metrics() const {
   p.family("bucketrl_aggregation_seconds", "summary", "time to aggregate a version (since this proxy started)")
       .sample(aggregate_s_sum_, {}, "_sum")
       .sample(static_cast<double>(aggregate_count_), {}, "_count");
-  std::map<protocol::Health, int> by_state;
+  std::map<std::string, int> by_state;
   for (auto& [name, w] : live_.workers)
-    if (w.health) ++by_state[*w.health];
+    if (w.health) ++by_state[protocol::kHealthNames(*w.health)];
   p.family("bucketrl_workers", "gauge", "workers by health, from their heartbeats");
-  for (const auto& s : protocol::kHealthNames.names) p.sample(by_state[*protocol::kHealthNames.parse(s)], {{"state", s}});
+  for (const auto& s : protocol::kHealthNames.names) p.sample(by_state[s], {{"state", s}});
   if (!history_.versions.empty()) {
     const VersionPoint& v = history_.versions.back();
     p.family("bucketrl_train_reward", "gauge", "mean train reward of the updates folded into the newest version").sample(v.reward_mean);

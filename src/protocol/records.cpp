@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "config/async_config.h"
 #include "protocol/layout.h"
 #include "util/json_int.h"
 
@@ -124,7 +125,7 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
     if (!m.stats.is_object()) return bad(label, "stats is not an object");
     if (auto d = m.stats.find("payload_dtype"); d != m.stats.end()) {
       m.payload_dtype = d->get<std::string>();
-      if (m.payload_dtype != "float32" && m.payload_dtype != "bfloat16")
+      if (!kPublishDtypes.parse(m.payload_dtype))
         return bad(label, "stats.payload_dtype '" + m.payload_dtype + "' is neither float32 nor bfloat16");
       m.stats.erase(d);
     }

@@ -281,16 +281,12 @@ inline float dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
-// The two thin products of the gauge fix, E = dA A^+ [r, r] (dot products of rows of dA and
-// of (A^+)^T, in) and dB + (B + dB) E [out, r], for rank R known at compile time (0: r at run
-// time): with R fixed, a row of r running sums lives in registers; with a run-time r it goes
-// through memory on every step.
+// oB += (B + dB) E [out, r] for rank R known at compile time (0: r at run time): with R
+// fixed, a row of r running sums lives in registers; with a run-time r it goes through
+// memory on every step.
 template <size_t R>
-void thin_products(const float* dA, const float* pinv_t, const float* B, const float* dB, float* E, float* oB, size_t r_,
-                   size_t nin, size_t nout) {
+void add_times_E(const float* B, const float* dB, const float* E, float* oB, size_t r_, size_t nout) {
   const size_t r = R ? R : r_;
-  for (size_t i = 0; i < r; ++i)
-    for (size_t j = 0; j < r; ++j) E[i * r + j] = dot(dA + i * nin, pinv_t + j * nin, nin);
   for (size_t o = 0; o < nout; ++o) {
     float acc[R ? R : 1];
     float* ob = R ? acc : oB + o * r;
@@ -326,6 +322,8 @@ Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vec
   f.fixed.assign(n, false);
   std::vector<float> E(r * r), Ki(r * r), Au(r * nin);
   std::vector<double> K(r * r);
+  auto add_BE = r == 8 ? add_times_E<8> : r == 16 ? add_times_E<16> : r == 32 ? add_times_E<32>
+              : r == 64 ? add_times_E<64> : add_times_E<0>;
   for (size_t u = 0; u < n; ++u) {
     const float* dA = sa[u];
     const float* dB = sb[u];
@@ -333,17 +331,14 @@ Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vec
     float* oB = f.dB.data() + u * nout * r;
     std::memcpy(oA, dA, r * nin * sizeof(float));
     std::memcpy(oB, dB, nout * r * sizeof(float));
-    // E = dA A^+ = K - I, as A A^+ = I (and oB + (B + dB) E, used only if K is invertible).
-    auto thin = r == 8 ? thin_products<8> : r == 16 ? thin_products<16> : r == 32 ? thin_products<32>
-              : r == 64 ? thin_products<64> : thin_products<0>;
-    thin(dA, pinv_t.data(), B, dB, E.data(), oB, r, nin, nout);
+    // E = dA A^+ = K - I, as A A^+ = I: dot products of rows of dA and of (A^+)^T.
+    for (size_t i = 0; i < r; ++i)
+      for (size_t j = 0; j < r; ++j) E[i * r + j] = dot(dA + i * nin, pinv_t.data() + j * nin, nin);
     for (size_t j = 0; j < r * r; ++j) K[j] = E[j] + (j % (r + 1) == 0 ? 1.0 : 0.0);
     const auto sv = small::singular_values(K, r);  // descending
-    if (!(sv[r - 1] > 1e-6 * sv[0]) || !small::invert(K, r)) {  // unfixable: as sent
-      std::memcpy(oB, dB, nout * r * sizeof(float));
-      continue;
-    }
+    if (!(sv[r - 1] > 1e-6 * sv[0]) || !small::invert(K, r)) continue;  // unfixable: as sent
     f.fixed[u] = true;
+    add_BE(B, dB, E.data(), oB, r, nout);  // dB + (B + dB) E
     for (size_t j = 0; j < r * r; ++j) Ki[j] = static_cast<float>(K[j] - (j % (r + 1) == 0 ? 1.0 : 0.0));
     // dA + (K^-1 - I)(A + dA), four rows at a time, so each row of A + dA is loaded once per four.
     for (size_t j = 0; j < r * nin; ++j) Au[j] = A[j] + dA[j];

@@ -1,7 +1,5 @@
 #include "proxy/proxy.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,7 +21,6 @@ namespace brl::proxy {
 
 namespace {
 
-
 double median_of(std::deque<double> v) {
   size_t n = v.size(), mid = n / 2;
   std::nth_element(v.begin(), v.begin() + mid, v.end());
@@ -39,9 +36,7 @@ struct Proxy::Pending {
 };
 
 Proxy::Proxy(ProxyOptions opt) : opt_(std::move(opt)), store_(protocol::open_bucket(opt_.bucket)) {
-  if (opt_.id.empty()) {
-    opt_.id = "proxy-" + hostname() + "-" + std::to_string(getpid());
-  }
+  if (opt_.id.empty()) opt_.id = process_id("proxy-", "proxy");
   load();
 }
 
@@ -290,7 +285,7 @@ bool Proxy::publish() {
     best = {{"version", m.version}, {"reward_mean", rw / samples}};
   if (best.is_object()) m.stats["best_reward"] = best;
   const bool bf16 = cfg_.aggregation.publish_bf16();
-  m.payload_dtype = bf16 ? "bfloat16" : "float32";
+  m.payload_dtype = kPublishDtypes(cfg_.aggregation.publish_dtype);
   Status st;
   if (cfg_.aggregation.server_momentum > 0 || bf16) {
     if (bf16) outer.master = next;

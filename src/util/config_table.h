@@ -29,7 +29,6 @@ struct EnumNames {
       if (names[i] == name) return static_cast<E>(i);
     return std::nullopt;
   }
-  std::string list() const { return name_list(names); }
 };
 
 class ConfigTable {

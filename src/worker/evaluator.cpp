@@ -5,14 +5,14 @@
 #include <chrono>
 #include <thread>
 
-#include "worker/adapter_state.h"
-#include "worker/join.h"
 #include "grpo/train_loop.h"
 #include "grpo/trainer.h"
 #include "model/threads.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "util/log.h"
+#include "worker/adapter_state.h"
+#include "worker/join.h"
 
 namespace brl::worker {
 

@@ -25,7 +25,6 @@ namespace brl::worker {
 
 namespace {
 
-double since(Clock::time_point t) { return seconds_since(t); }
 
 // The key this worker signs with (--signing-key, else $BRL_SIGNING_KEY_FILE), checked against
 // the run's allow-list up front: a worker whose every update would be rejected must not start.
@@ -141,7 +140,7 @@ void Worker::adopt(int64_t v) {
 void Worker::step() {
   const auto ts = Clock::now();
   auto s = trainer_->step();
-  const double step_s = since(ts);
+  const double step_s = seconds_since(ts);
   ++sum_.steps;
   samples_total_ += s.samples;
   win_.add({s.samples, s.reward_mean, s.reward_std, s.accuracy, s.frac_reward_zero_std});
@@ -155,7 +154,7 @@ void Worker::step() {
                                {"train_seconds", s.train_seconds}}
                     .dump() +
                 "\n";
-  const double rate = samples_total_ / std::max(1e-9, since(train_start_));
+  const double rate = samples_total_ / std::max(1e-9, seconds_since(train_start_));
   beater_->update([&](protocol::Heartbeat& h) {
     h.step = sum_.steps;
     h.samples_per_s = rate;
@@ -167,7 +166,7 @@ void Worker::step() {
 
 bool Worker::sync_due() const {
   // A barrier round is K steps for everyone (as in data parallel); no time trigger then.
-  return (cfg_.sync.mode != SyncMode::sync && since(last_sync_) >= cfg_.sync.sync_interval_s) ||
+  return (cfg_.sync.mode != SyncMode::sync && seconds_since(last_sync_) >= cfg_.sync.sync_interval_s) ||
          (cfg_.sync.sync_steps > 0 && win_.steps() >= cfg_.sync.sync_steps);
 }
 
@@ -186,7 +185,7 @@ void Worker::wait_for_version(int64_t v, const std::atomic<bool>& stop) {
     if (auto nv = protocol::newest_version(*store_); nv && *nv > v) break;
     std::this_thread::sleep_for(poll);
   }
-  sum_.waited_s += since(tw);
+  sum_.waited_s += seconds_since(tw);
 }
 
 bool Worker::sync(const std::atomic<bool>& stop) {
@@ -210,7 +209,7 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
   once.create_only = true;
   const auto tu = Clock::now();
   Status st = store_->put(protocol::update_key(id_, h.id), obj, once);
-  const double upload_s = since(tu);
+  const double upload_s = seconds_since(tu);
   if (!st) {
     // The progress stays in the model: the next sync's delta includes it.
     ++sum_.failed_uploads;
@@ -253,7 +252,7 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
 WorkerSummary Worker::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     if (opt_.max_steps > 0 && sum_.steps >= opt_.max_steps) break;
-    if (opt_.time_limit_s > 0 && since(start_) > opt_.time_limit_s) break;
+    if (opt_.time_limit_s > 0 && seconds_since(start_) > opt_.time_limit_s) break;
     const auto ts = Clock::now();
     const double waited_before = sum_.waited_s;
     step();
@@ -262,7 +261,7 @@ WorkerSummary Worker::run(const std::atomic<bool>& stop) {
     // waited at a barrier) is followed by slowdown - 1 idle ones, so its throughput is
     // 1 / slowdown of what it would be (sleeping after the step alone made a 4x straggler ~2.7x).
     if (opt_.slowdown > 1)
-      std::this_thread::sleep_for(std::chrono::duration<double>((opt_.slowdown - 1) * (since(ts) - (sum_.waited_s - waited_before))));
+      std::this_thread::sleep_for(std::chrono::duration<double>((opt_.slowdown - 1) * (seconds_since(ts) - (sum_.waited_s - waited_before))));
   }
   // A clean stop uploads what is left. When the bucket refuses it (disk full, access denied,
   // unreachable beyond the store's retries) more tries, 2 s apart for up to ~15 s, give a
@@ -272,7 +271,7 @@ WorkerSummary Worker::run(const std::atomic<bool>& stop) {
   for (auto tf = Clock::now(); win_.steps() > 0;) {
     sync(stop);
     ++final_attempts;
-    if (win_.steps() == 0 || since(tf) > 13) break;
+    if (win_.steps() == 0 || seconds_since(tf) > 13) break;
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
   if (win_.steps() > 0) {

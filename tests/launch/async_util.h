@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "launch/run_setup.h"
+#include "worker/worker.h"
 #include "config/run_config.h"
 #include "grpo/pretrain.h"
 #include "model/loader.h"
@@ -74,6 +75,16 @@ inline RunConfig learnable_config(const std::string& base, const std::string& ou
   c.sync.heartbeat_interval_s = 1;
   c.proxy.poll_interval_s = 0.3;
   return c;
+}
+
+// A worker `id` of the run at `bucket`, one compute thread, the base model cached under tmp.
+inline worker::WorkerOptions worker_options(const TempDir& tmp, const std::string& bucket, const std::string& id) {
+  worker::WorkerOptions o;
+  o.bucket = bucket;
+  o.id = id;
+  o.cache_dir = tmp.str("cache");
+  o.threads = 1;
+  return o;
 }
 
 // Creates a run with cfg in `url` (default tmp/bucket), as `bucketrl init` would; returns the bucket.

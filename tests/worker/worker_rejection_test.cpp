@@ -35,11 +35,7 @@ TEST(WorkerRejection, WorkerReadsItsRejectionsFromTheManifests) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  worker::WorkerOptions o;
-  o.bucket = bucket;
-  o.id = "wa";
-  o.cache_dir = tmp.str("cache");
-  o.threads = 1;
+  worker::WorkerOptions o = test::worker_options(tmp, bucket, "wa");
   o.max_steps = 2;
   std::atomic<bool> stop{false};
   auto sum = worker::run_worker(o, stop);

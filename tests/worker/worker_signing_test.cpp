@@ -66,11 +66,7 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
     EXPECT_EQ(run.config["security"]["allowed_keys_file"], "");
   }
 
-  worker::WorkerOptions o;
-  o.bucket = bucket;
-  o.id = "wa";
-  o.cache_dir = tmp.str("cache");
-  o.threads = 1;
+  worker::WorkerOptions o = test::worker_options(tmp, bucket, "wa");
   o.max_steps = 1;
   std::atomic<bool> stop{false};
   unsetenv("BRL_SIGNING_KEY_FILE");

@@ -33,14 +33,7 @@ struct WorkerRun {
     cfg.grpo.weight_decay = 0.1;  // moves LoRA A every step even when no group has reward variance
     bucket = test::init_bucket(tmp, cfg);
   }
-  worker::WorkerOptions options(const std::string& id) const {
-    worker::WorkerOptions o;
-    o.bucket = bucket;
-    o.id = id;
-    o.cache_dir = tmp.str("cache");
-    o.threads = 1;
-    return o;
-  }
+  worker::WorkerOptions options(const std::string& id) const { return test::worker_options(tmp, bucket, id); }
   // The update objects of `worker`, oldest first, parsed.
   std::vector<protocol::UpdateHeader> updates(store::ObjectStore& s, const std::string& worker) const {
     std::vector<protocol::UpdateHeader> out;
