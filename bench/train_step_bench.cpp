@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   g.per_device_train_batch_size = static_cast<int>(batch);  // one micro-batch, as the PyTorch side
   g.beta = 0;
   g.num_iterations = 1;
-  g.loss_type = "grpo";
+  g.loss_type = grpo::LossType::grpo;
   g.max_grad_norm = 1.0;
   grpo::PolicyOptimizer po(m, g);
 

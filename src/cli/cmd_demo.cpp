@@ -44,7 +44,7 @@ int single_process(const brl::launch::DemoOptions& o) {
               pass_change(a.k, a.pass_at_1, a.pass_at_k, b.k, b.pass_at_1, b.pass_at_k).c_str(),
               static_cast<long long>(s.steps), total);
   std::printf("  base model: %s\n  adapter (PEFT): %s\n", base.dir.c_str(), s.adapter_dir.c_str());
-  const double reached = recipe.target_metric == "pass_at_1" ? b.pass_at_1 : s.final_accuracy;
+  const double reached = recipe.target_metric == brl::TargetMetric::pass_at_1 ? b.pass_at_1 : s.final_accuracy;
   return reached >= o.target_accuracy ? 0 : 2;
 }
 
@@ -108,7 +108,7 @@ brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA ove
     std::printf("  base model: %s\n  bucket: %s\n  adapter (PEFT): %s\n  %s\n", d.base.dir.c_str(), r.bucket.c_str(),
                 r.adapter_dir.c_str(), r.verify.summary().c_str());
     if (!r.verify.ok()) return 3;
-    return (recipe.target_metric == "pass_at_1" ? b.pass_at_1 : r.final_accuracy) >= o.target_accuracy ? 0 : 2;
+    return (recipe.target_metric == brl::TargetMetric::pass_at_1 ? b.pass_at_1 : r.final_accuracy) >= o.target_accuracy ? 0 : 2;
   };
 });
 

@@ -23,9 +23,9 @@ brl::cli::Register reg("pretrain", "train a small base model from scratch on a b
   app.add_option("--label-error-rate", o.label_error_rate,
                  "teach a wrong habit: this fraction of answers shown as answer + 1 (the demo uses it)")
       ->capture_default_str();
-  app.add_option("--habit", o.habit, "the wrong habit's form: negate (-answer) | plus_one (answer + 1)")->capture_default_str();
-  app.add_option("--lr-scheduler-type", o.lr_scheduler_type, "constant | cosine (to min_lr_ratio at --max-steps)")
-      ->capture_default_str();
+  brl::cli::add_enum_option(app, "--habit", &o.habit, brl::grpo::kHabits, "the wrong habit's form: negate (-answer) | plus_one (answer + 1)");
+  brl::cli::add_enum_option(app, "--lr-scheduler-type", &o.lr_scheduler_type, brl::grpo::kPretrainSchedules,
+                       "constant | cosine (to min_lr_ratio at --max-steps)");
   app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps")->capture_default_str();
   static int threads = 0;
   app.add_option("--threads", threads, "compute threads (0 = all cores)")->capture_default_str();

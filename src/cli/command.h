@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "util/config_table.h"
+
 namespace brl::cli {
 
 using RunFn = std::function<int()>;
@@ -28,6 +30,18 @@ struct Register {
     registry().push_back({std::move(name), std::move(help), std::move(setup)});
   }
 };
+
+// An option whose value is one of an enum's config names (TRL's spellings), e.g.
+// --habit negate|plus_one; any other value is refused naming the allowed ones.
+template <class E>
+CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E* ptr, const EnumNames<E>& names, const std::string& help) {
+  auto set = [ptr, &names, flag](const std::string& v) {
+    auto e = names.parse(v);
+    if (!e) throw CLI::ValidationError(flag, "'" + v + "' is not " + name_list(names.names));
+    *ptr = *e;
+  };
+  return app.add_option_function<std::string>(flag, set, help)->default_str(names(*ptr));
+}
 
 // Sets libtorch's intra-op threads to the core count (it starts with 1) and warns when the
 // BLAS in use is the slow reference one. Call from commands that do tensor work.

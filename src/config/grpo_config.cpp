@@ -7,13 +7,7 @@
 
 namespace brl::grpo {
 
-bool is_loss_type(const std::string& t) {
-  for (const char* k : {"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"})
-    if (t == k) return true;
-  return false;
-}
-
-bool normalizes_by_batch_tokens(const std::string& t) { return t == "dapo" || t == "cispo" || t == "vespo"; }
+bool normalizes_by_batch_tokens(LossType t) { return t == LossType::dapo || t == LossType::cispo || t == LossType::vespo; }
 
 ConfigTable GrpoConfig::table() {
   ConfigTable t("grpo");
@@ -31,15 +25,15 @@ ConfigTable GrpoConfig::table() {
       .add("adam_beta2", &adam_beta2, "AdamW beta2")
       .add("adam_epsilon", &adam_epsilon, "AdamW epsilon")
       .add("max_grad_norm", &max_grad_norm, "gradient clipping norm, 0 = off")
-      .add("lr_scheduler_type", &lr_scheduler_type, "linear | constant | cosine")
+      .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")
       .add("warmup_ratio", &warmup_ratio, "fraction of max_steps spent warming up")
       .add("max_steps", &max_steps, "optimizer steps")
       .add("beta", &beta, "KL coefficient (k3 estimator against the adapter-off model)")
       .add("epsilon", &epsilon, "lower clip of the importance ratio")
       .add("epsilon_high", &epsilon_high, "upper clip (default: epsilon)")
       .add("num_iterations", &num_iterations, "optimisation passes per generation batch")
-      .add("loss_type", &loss_type, "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo")
-      .add("importance_sampling_level", &importance_sampling_level, "token | sequence (GSPO: one ratio per sequence)")
+      .add("loss_type", &loss_type, kLossTypes, "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo")
+      .add("importance_sampling_level", &importance_sampling_level, kImportanceSamplingLevels, "token | sequence (GSPO: one ratio per sequence)")
       .add("delta", &delta, "two-sided clip: cap the unclipped ratio at delta (off by default; > 1 + epsilon_high)")
       .add("sapo_temperature_pos", &sapo_temperature_pos, "sapo: gate temperature for positive advantages")
       .add("sapo_temperature_neg", &sapo_temperature_neg, "sapo: gate temperature for the others")
@@ -52,7 +46,7 @@ ConfigTable GrpoConfig::table() {
       .add("off_policy_mask_threshold", &off_policy_mask_threshold,
            "drop negative-advantage sequences whose mean log-prob drift exceeds this (off by default)")
       .add("use_bias_correction_kl", &use_bias_correction_kl, "multiply the k3 KL term by the importance ratio")
-      .add("scale_rewards", &scale_rewards, "group | batch | none")
+      .add("scale_rewards", &scale_rewards, kScaleRewards, "group | batch | none")
       .add("reward_weights", &reward_weights, "weight per reward function")
       .add("mask_truncated_completions", &mask_truncated_completions, "drop completions that hit the length limit")
       .add("seed", &seed, "random seed");
@@ -86,10 +80,6 @@ void GrpoConfig::validate() const {
   if (num_iterations < 1) fail("num_iterations (" + q(num_iterations) + ") must be >= 1");
   if (max_steps < 0) fail("max_steps (" + q(max_steps) + ") must be >= 0");
   if (!(warmup_ratio >= 0 && warmup_ratio <= 1)) fail("warmup_ratio (" + q(warmup_ratio) + ") must be in [0, 1]");
-  if (!is_loss_type(loss_type))
-    fail("loss_type '" + loss_type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo");
-  if (importance_sampling_level != "token" && importance_sampling_level != "sequence")
-    fail("importance_sampling_level '" + importance_sampling_level + "' is not one of token, sequence");
   if (delta && !(*delta > 1 + eps_high()))
     fail("delta (" + q(*delta) + ") must be > 1 + epsilon_high (" + q(1 + eps_high()) + ")", "or leave it unset: one-sided clipping");
   if (!(sapo_temperature_pos > 0 && sapo_temperature_neg > 0))
@@ -98,18 +88,14 @@ void GrpoConfig::validate() const {
     if (!(v >= 0 && std::isfinite(v)))
       fail("vespo parameters (k_pos " + q(vespo_k_pos) + ", lambda_pos " + q(vespo_lambda_pos) + ", k_neg " + q(vespo_k_neg) +
            ", lambda_neg " + q(vespo_lambda_neg) + ") must be finite and >= 0");
-  if (loss_type == "vespo" && importance_sampling_level != "token")
+  if (loss_type == LossType::vespo && importance_sampling_level != ImportanceSamplingLevel::token)
     fail("loss_type 'vespo' weighs whole sequences itself: importance_sampling_level must be 'token', not '" +
-             importance_sampling_level + "'",
+             kImportanceSamplingLevels(importance_sampling_level) + "'",
          "leave importance_sampling_level unset");
   if (!(top_entropy_quantile >= 0 && top_entropy_quantile <= 1))
     fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]", "1 keeps every token; the paper uses 0.2");
   if (off_policy_mask_threshold && !(*off_policy_mask_threshold > 0))
     fail("off_policy_mask_threshold (" + q(*off_policy_mask_threshold) + ") must be > 0", "or leave it unset: no mask");
-  if (scale_rewards != "group" && scale_rewards != "batch" && scale_rewards != "none")
-    fail("scale_rewards '" + scale_rewards + "' is not one of group, batch, none");
-  if (lr_scheduler_type != "linear" && lr_scheduler_type != "constant" && lr_scheduler_type != "cosine")
-    fail("lr_scheduler_type '" + lr_scheduler_type + "' is not one of linear, constant, cosine");
 }
 
 }  // namespace brl::grpo

@@ -10,11 +10,26 @@
 
 namespace brl::grpo {
 
-// The loss types, TRL's names: grpo bnpo dr_grpo dapo cispo sapo luspo vespo.
-bool is_loss_type(const std::string& t);
+// The loss types (src/grpo/loss.h says what each computes); config files use TRL's names.
+enum class LossType { grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo };
+inline const EnumNames<LossType> kLossTypes{{"grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"}};
+// One importance ratio per token, or one per sequence (GSPO).
+enum class ImportanceSamplingLevel { token, sequence };
+inline const EnumNames<ImportanceSamplingLevel> kImportanceSamplingLevels{{"token", "sequence"}};
+// What a group's centred rewards are divided by: the group's std, the whole batch's, nothing.
+enum class ScaleRewards { group, batch, none };
+inline const EnumNames<ScaleRewards> kScaleRewards{{"group", "batch", "none"}};
+enum class LrSchedulerType { linear, constant, cosine };
+inline const EnumNames<LrSchedulerType> kLrSchedulerTypes{{"linear", "constant", "cosine"}};
+// In JSON (the resolved config, run.json) as their names.
+inline void to_json(nlohmann::json& j, LossType e) { j = kLossTypes(e); }
+inline void to_json(nlohmann::json& j, ImportanceSamplingLevel e) { j = kImportanceSamplingLevels(e); }
+inline void to_json(nlohmann::json& j, ScaleRewards e) { j = kScaleRewards(e); }
+inline void to_json(nlohmann::json& j, LrSchedulerType e) { j = kLrSchedulerTypes(e); }
+
 // Normalised by the active tokens of the whole generation batch (num_items_in_batch), so the
 // trainer must not average its micro-batches again: dapo, cispo and vespo.
-bool normalizes_by_batch_tokens(const std::string& loss_type);
+bool normalizes_by_batch_tokens(LossType t);
 
 struct GrpoConfig {
   // Generation
@@ -32,7 +47,7 @@ struct GrpoConfig {
   double weight_decay = 0.0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;
-  std::string lr_scheduler_type = "linear";  // linear | constant | cosine
+  LrSchedulerType lr_scheduler_type = LrSchedulerType::linear;
   double warmup_ratio = 0.0;
   int max_steps = 100;
   // Objective
@@ -40,8 +55,8 @@ struct GrpoConfig {
   double epsilon = 0.2;               // lower clip
   std::optional<double> epsilon_high; // upper clip; default = epsilon
   int num_iterations = 1;             // passes per generation batch (mu)
-  std::string loss_type = "dapo";     // grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo
-  std::string importance_sampling_level = "token";  // token | sequence (GSPO)
+  LossType loss_type = LossType::dapo;
+  ImportanceSamplingLevel importance_sampling_level = ImportanceSamplingLevel::token;
   std::optional<double> delta;        // two-sided clip: cap the unclipped ratio (INTELLECT-2; > 1 + epsilon)
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;  // sapo's gate temperatures
   // vespo's gamma weight phi(w) = e^(lambda + k log w - lambda w) of the sequence ratio w
@@ -49,7 +64,7 @@ struct GrpoConfig {
   double top_entropy_quantile = 1.0;  // < 1: policy term on the top fraction of tokens by entropy
   std::optional<double> off_policy_mask_threshold;  // DeepSeek-V3.2's off-policy sequence mask
   bool use_bias_correction_kl = true;  // k3 KL times the importance ratio (TRL's default)
-  std::string scale_rewards = "group";  // group | batch | none
+  ScaleRewards scale_rewards = ScaleRewards::group;
   std::vector<double> reward_weights;   // one per reward function; empty = all 1
   bool mask_truncated_completions = false;
   int seed = 42;

@@ -22,6 +22,11 @@ struct ModelRef {
   std::string device = "auto";  // auto: the GPU when this machine has one (each worker decides)
 };
 
+// The held-out figure a run's target is compared with: greedy accuracy, or sampled pass@1.
+enum class TargetMetric { accuracy, pass_at_1 };
+inline const EnumNames<TargetMetric> kTargetMetrics{{"accuracy", "pass_at_1"}};
+inline void to_json(nlohmann::json& j, TargetMetric e) { j = kTargetMetrics(e); }
+
 struct TrainConfig {
   std::string output_dir = "runs/train";
   int eval_steps = 10;        // evaluate on held-out prompts every N steps (0 = only at end)

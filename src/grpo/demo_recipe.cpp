@@ -41,7 +41,7 @@ DemoRecipe fast_recipe() {
   cfg.grpo.per_device_train_batch_size = 64;
   cfg.grpo.max_completion_length = 4;
   cfg.grpo.learning_rate = 1e-3;
-  cfg.grpo.lr_scheduler_type = "constant";
+  cfg.grpo.lr_scheduler_type = grpo::LrSchedulerType::constant;
   cfg.grpo.max_steps = 1000;
   cfg.train.eval_steps = 10;
   cfg.train.save_steps = 50;
@@ -52,10 +52,10 @@ DemoRecipe fast_recipe() {
   grpo::PretrainOptions& o = r.pretrain;
   o.batch_size = 256;
   o.label_error_rate = 0.6;
-  o.habit = "negate";
+  o.habit = grpo::Habit::negate;
   o.target_accuracy = 0.97;
   o.max_steps = 2500;
-  o.lr_scheduler_type = "cosine";
+  o.lr_scheduler_type = grpo::PretrainSchedule::cosine;
   o.warmup_steps = 50;
   return r;
 }
@@ -71,7 +71,7 @@ DemoRecipe skill_recipe() {
   cfg.grpo.max_steps = 100000;
   cfg.train.eval_steps = 100;
   cfg.train.save_steps = 500;
-  r.target_metric = "pass_at_1";
+  r.target_metric = TargetMetric::pass_at_1;
   r.target = 0.6;
   r.time_limit_s = 900;
   grpo::PretrainOptions& o = r.pretrain;

@@ -6,17 +6,12 @@
 
 namespace brl::grpo {
 
-at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, const std::string& scale) {
+at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, ScaleRewards scale) {
   BRL_ASSERT(rewards.dim() == 1 && group_size > 0 && rewards.size(0) % group_size == 0);
   at::Tensor r = rewards.to(at::kDouble).view({-1, group_size});  // [N, G]
   at::Tensor adv = r - r.mean(1, /*keepdim=*/true);                 // [N, G]
-  if (scale == "group") {
-    adv = adv / (r.std(1, /*unbiased=*/true, /*keepdim=*/true) + 1e-4);
-  } else if (scale == "batch") {
-    adv = adv / (rewards.to(at::kDouble).std(/*unbiased=*/true) + 1e-4);
-  } else if (scale != "none") {
-    throw UserError("scale_rewards '" + scale + "' is not one of group, batch, none");
-  }
+  if (scale == ScaleRewards::group) adv = adv / (r.std(1, /*unbiased=*/true, /*keepdim=*/true) + 1e-4);
+  if (scale == ScaleRewards::batch) adv = adv / (rewards.to(at::kDouble).std(/*unbiased=*/true) + 1e-4);
   return adv.reshape({-1}).to(at::kFloat);
 }
 
@@ -53,13 +48,10 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   at::Tensor adv = in.advantages.to(logps.dtype()).unsqueeze(1);  // [B, 1]
   at::Tensor log_ratio = logps - in.old_logps;                     // [B, T]
   at::Tensor log_w;  // [B, T] per token, [B, 1] per sequence
-  if (opt.importance_sampling_level == "token") {
-    log_w = log_ratio;
-  } else if (opt.importance_sampling_level == "sequence") {
+  if (opt.importance_sampling_level == ImportanceSamplingLevel::sequence)
     log_w = ((log_ratio * mask).sum(1) / mask.sum(1).clamp_min(1.0)).unsqueeze(1);
-  } else {
-    throw UserError("importance_sampling_level '" + opt.importance_sampling_level + "' is not one of token, sequence");
-  }
+  else
+    log_w = log_ratio;
   at::Tensor ratio = at::exp(log_w);
   at::Tensor kl;
   if (opt.beta != 0.0) {
@@ -69,20 +61,30 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
     if (opt.use_bias_correction_kl) kl = kl * ratio;
   }
   at::Tensor per_token;
-  const std::string& type = opt.loss_type;
-  if (type == "cispo") {
-    per_token = -at::clamp_max(ratio, opt.epsilon_high).detach() * adv * logps;
-  } else if (type == "grpo" || type == "bnpo" || type == "dr_grpo" || type == "dapo" || type == "luspo") {
-    at::Tensor clipped = at::clamp(ratio, 1.0 - opt.epsilon_low, 1.0 + opt.epsilon_high);
-    at::Tensor capped = opt.delta > 0 ? at::clamp_max(ratio, opt.delta) : ratio;
-    per_token = -at::min(capped * adv, clipped * adv);
-  } else if (type == "sapo") {
-    at::Tensor temp = at::where(adv > 0, at::full_like(adv, opt.sapo_temperature_pos), at::full_like(adv, opt.sapo_temperature_neg));
-    per_token = -(at::sigmoid(temp * (ratio - 1.0)) * 4.0 / temp) * adv;
-  } else if (type == "vespo") {
-    per_token = -vespo_weights(log_ratio, mask, adv, opt) * adv * logps;
-  } else {
-    throw UserError("loss_type '" + type + "' is not one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo");
+  const LossType type = opt.loss_type;
+  switch (type) {
+    case LossType::cispo:
+      per_token = -at::clamp_max(ratio, opt.epsilon_high).detach() * adv * logps;
+      break;
+    case LossType::grpo:
+    case LossType::bnpo:
+    case LossType::dr_grpo:
+    case LossType::dapo:
+    case LossType::luspo: {
+      at::Tensor clipped = at::clamp(ratio, 1.0 - opt.epsilon_low, 1.0 + opt.epsilon_high);
+      at::Tensor capped = opt.delta > 0 ? at::clamp_max(ratio, opt.delta) : ratio;
+      per_token = -at::min(capped * adv, clipped * adv);
+      break;
+    }
+    case LossType::sapo: {
+      at::Tensor temp =
+          at::where(adv > 0, at::full_like(adv, opt.sapo_temperature_pos), at::full_like(adv, opt.sapo_temperature_neg));
+      per_token = -(at::sigmoid(temp * (ratio - 1.0)) * 4.0 / temp) * adv;
+      break;
+    }
+    case LossType::vespo:
+      per_token = -vespo_weights(log_ratio, mask, adv, opt) * adv * logps;
+      break;
   }
   if (opt.off_policy_mask_threshold > 0) {
     at::Tensor seq_kl = ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
@@ -92,16 +94,16 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   if (kl.defined()) per_token = per_token + opt.beta * kl;
   at::Tensor masked = per_token * mask;  // [B, T] (a per-sequence term broadcasts over its tokens)
   at::Tensor loss;
-  if (type == "grpo" || type == "sapo") {
+  if (type == LossType::grpo || type == LossType::sapo) {
     loss = (masked.sum(1) / mask.sum(1).clamp_min(1.0)).mean();
-  } else if (type == "bnpo") {
+  } else if (type == LossType::bnpo) {
     loss = masked.sum() / mask.sum().clamp_min(1.0);
-  } else if (type == "dr_grpo") {
+  } else if (type == LossType::dr_grpo) {
     BRL_ASSERT(opt.max_completion_length > 0, "dr_grpo needs max_completion_length");
     loss = masked.sum() / static_cast<double>(logps.size(0) * opt.max_completion_length);
-  } else if (type == "luspo") {
+  } else if (type == LossType::luspo) {
     loss = masked.sum(1).mean();
-  } else {  // dapo, cispo, vespo
+  } else {  // normalizes_by_batch_tokens: dapo, cispo, vespo
     double n = opt.num_items_in_batch > 0 ? opt.num_items_in_batch : std::max(1.0, mask.sum().item<double>());
     loss = masked.sum() / n;
   }
@@ -114,10 +116,10 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
       return (x.to(mask.dtype()) * mask).sum().item<double>() / std::max(1.0, mask.sum().item<double>());
     };
     // A token is clipped when the clipped branch is the one taken by min() (cispo: its cap bites).
-    at::Tensor is_clipped = type == "cispo" ? (ratio > opt.epsilon_high) & (adv > 0)
+    at::Tensor is_clipped = type == LossType::cispo ? (ratio > opt.epsilon_high) & (adv > 0)
                                             : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) | ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
     stats->loss = loss.item<double>();
-    stats->clip_ratio = type == "sapo" || type == "vespo" ? 0.0 : masked_mean(is_clipped);
+    stats->clip_ratio = type == LossType::sapo || type == LossType::vespo ? 0.0 : masked_mean(is_clipped);
     stats->mean_ratio = masked_mean(ratio);
     stats->kl = kl.defined() ? masked_mean(kl) : 0.0;
   }

@@ -14,15 +14,15 @@
 
 #include <string>
 
-#include "config/grpo_config.h"  // is_loss_type, normalizes_by_batch_tokens
+#include "config/grpo_config.h"  // LossType, ImportanceSamplingLevel, ScaleRewards
 
 namespace brl::grpo {
 
 // rewards [N*G] (N prompts, G completions each, grouped contiguously) -> advantages [N*G].
-// scale: "group" divides by the group's std, "batch" by the whole batch's std, "none" not
-// at all; std is Bessel-corrected as torch.std (TRL), with +1e-4 so zero-variance groups
+// scale: group divides by the group's std, batch by the whole batch's std, none not at
+// all; std is Bessel-corrected as torch.std (TRL), with +1e-4 so zero-variance groups
 // give exactly zero advantage instead of NaN.
-at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, const std::string& scale);
+at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, ScaleRewards scale);
 
 struct LossInputs {
   at::Tensor logps;      // [B, T] log-probs of the completion tokens under the current policy (grad)
@@ -34,11 +34,11 @@ struct LossInputs {
 };
 
 struct LossOptions {
-  std::string loss_type = "dapo";
+  LossType loss_type = LossType::dapo;
   double epsilon_low = 0.2, epsilon_high = 0.2;  // cispo: epsilon_high caps the weight (ScaleRL: 5)
   double beta = 0.0;
   bool use_bias_correction_kl = true;            // k3 KL times the importance ratio (TRL's default)
-  std::string importance_sampling_level = "token";  // token | sequence (GSPO: one ratio per sequence)
+  ImportanceSamplingLevel importance_sampling_level = ImportanceSamplingLevel::token;
   double delta = 0;                                  // > 0: cap the unclipped ratio at delta (two-sided)
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;
   // vespo: phi(w) = exp(lambda + k log w - lambda w) of the sequence ratio w (phi(1) = 1), with

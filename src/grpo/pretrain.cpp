@@ -10,6 +10,7 @@
 #include <utility>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "grpo/trainer.h"
@@ -32,21 +33,19 @@ constexpr int kEos = 256;
 void write_json(const fs::path& p, const nlohmann::json& j) { write_file(p.string(), j.dump(2) + "\n"); }
 
 // The taught wrong answer (see PretrainOptions::habit). Integer answers only.
-std::string habit_answer(const tasks::Example& e, const std::string& habit) {
+std::string habit_answer(const tasks::Example& e, Habit habit) {
   int64_t v;
   if (!tasks::parse_leading_int(e.answer, &v) || std::to_string(v) != e.answer)
     throw UserError("pretrain label_error_rate > 0 needs integer answers; got '" + e.answer + "' for prompt '" +
                         e.prompt + "'",
                     "use the arithmetic task, or label_error_rate = 0");
-  if (habit == "negate") return std::to_string(-v);
-  if (habit == "plus_one") return std::to_string(v + 1);
-  throw UserError("pretrain habit \"" + habit + "\" is not known", "use negate or plus_one");
+  return std::to_string(habit == Habit::negate ? -v : v + 1);
 }
 
 // 1 when the completion states the taught wrong answer.
 class HabitReward : public tasks::RewardFn {
  public:
-  explicit HabitReward(std::string habit) : habit_(std::move(habit)) {}
+  explicit HabitReward(Habit habit) : habit_(habit) {}
   std::string name() const override { return "habit"; }
   std::vector<double> score(const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& comp) override {
     std::vector<double> r(comp.size(), 0.0);
@@ -58,7 +57,7 @@ class HabitReward : public tasks::RewardFn {
   }
 
  private:
-  std::string habit_;
+  Habit habit_;
 };
 
 // The task's held-out set (or its validation set, as eval_set) scored by correctness and, with
@@ -66,9 +65,9 @@ class HabitReward : public tasks::RewardFn {
 // they never both fire) in one pass.
 class ScoredView : public tasks::Task {
  public:
-  ScoredView(tasks::Task& t, const std::string& habit, bool validation) : t_(t), validation_(validation) {
+  ScoredView(tasks::Task& t, std::optional<Habit> habit, bool validation) : t_(t), validation_(validation) {
     rewards = {t.rewards.at(0)};
-    if (!habit.empty()) rewards.push_back(std::make_shared<HabitReward>(habit));
+    if (habit) rewards.push_back(std::make_shared<HabitReward>(*habit));
   }
   std::string name() const override { return t_.name(); }
   tasks::Example train_example(uint64_t i, int shard, int n) const override { return t_.train_example(i, shard, n); }
@@ -122,7 +121,7 @@ double pretrain_lr(const PretrainOptions& o, int step) {
   double warm = o.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step) / o.warmup_steps) : 1.0;
   double t = std::clamp(static_cast<double>(step) / o.max_steps, 0.0, 1.0);
   double cosine = o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * t));
-  return o.learning_rate * warm * (o.lr_scheduler_type == "cosine" ? cosine : 1.0);
+  return o.learning_rate * warm * (o.lr_scheduler_type == PretrainSchedule::cosine ? cosine : 1.0);
 }
 
 model::ModelConfig demo_model_config(const PretrainOptions& o) {
@@ -146,8 +145,6 @@ model::ModelConfig demo_model_config(const PretrainOptions& o) {
 
 PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progress) {
   auto t0 = std::chrono::steady_clock::now();
-  if (o.lr_scheduler_type != "constant" && o.lr_scheduler_type != "cosine")
-    throw UserError("pretrain lr_scheduler_type \"" + o.lr_scheduler_type + "\" is not known", "use constant or cosine");
   write_byte_tokenizer(o.out_dir);
   auto tk = tok::Tokenizer::from_dir(o.out_dir);
   auto m = model::random_model(demo_model_config(o), o.seed, 0.02);
@@ -156,13 +153,13 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   for (auto& nt : m.named_tensors())
     if (nt.tensor->defined()) params.push_back(*nt.tensor);
   torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.learning_rate).weight_decay(o.weight_decay));
-  const std::string habit = o.label_error_rate > 0 ? o.habit : "";
+  const std::optional<Habit> habit = o.label_error_rate > 0 ? std::optional(o.habit) : std::nullopt;
   ScoredView validation(task, habit, true), held_out(task, habit, false);
   // (accuracy, skill) of the model now on a view's examples.
   auto score = [&](ScoredView& v) {
     torch::NoGradGuard ng;
     auto ev = evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0);
-    return std::pair{ev.accuracy, habit.empty() ? ev.accuracy : ev.reward_mean};
+    return std::pair{ev.accuracy, habit ? ev.reward_mean : ev.accuracy};
   };
   PretrainResult res;
   uint64_t cursor = 0;

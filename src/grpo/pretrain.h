@@ -17,8 +17,18 @@
 
 #include "model/config.h"
 #include "tasks/task.h"
+#include "util/config_table.h"
 
 namespace brl::grpo {
+
+// The taught wrong answer's form: -answer, or answer + 1.
+enum class Habit { negate, plus_one };
+inline const EnumNames<Habit> kHabits{{"negate", "plus_one"}};
+// Pretraining's learning-rate schedule after the warmup (see PretrainOptions).
+enum class PretrainSchedule { constant, cosine };
+inline const EnumNames<PretrainSchedule> kPretrainSchedules{{"constant", "cosine"}};
+inline void to_json(nlohmann::json& j, Habit e) { j = kHabits(e); }
+inline void to_json(nlohmann::json& j, PretrainSchedule e) { j = kPretrainSchedules(e); }
 
 struct PretrainOptions {
   std::string out_dir = "runs/base";
@@ -30,7 +40,7 @@ struct PretrainOptions {
   // constant | cosine (warmup, then cosine decay to min_lr_ratio x learning_rate at max_steps).
   // With label errors the loss never reaches zero and a constant rate keeps shaking the
   // model between the right answer and the habit; the decay lets it settle.
-  std::string lr_scheduler_type = "constant";
+  PretrainSchedule lr_scheduler_type = PretrainSchedule::constant;
   int warmup_steps = 0;
   double min_lr_ratio = 0.1;
   int eval_every = 50;
@@ -40,7 +50,7 @@ struct PretrainOptions {
   // Without label errors, skill = accuracy. eval_examples of the set are scored.
   double target_accuracy = 0.35;
   double label_error_rate = 0.0;  // see the header comment; integer answers only
-  std::string habit = "negate";   // negate (-answer) | plus_one (answer + 1)
+  Habit habit = Habit::negate;
   uint64_t seed = 7;
 };
 

@@ -43,7 +43,7 @@ Session open_session(const RunConfig& cfg) {
 }
 
 TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy,
-                          const std::string& target_metric) {
+                          TargetMetric target_metric) {
   auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   cfg.validate();
@@ -84,7 +84,7 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   TrainSummary sum;
   sum.initial_eval = sum.final_eval = eval_now(trainer.global_step());
   sum.initial_accuracy = sum.final_accuracy = sum.initial_eval.accuracy;
-  const bool on_pass = target_metric == "pass_at_1";
+  const bool on_pass = target_metric == TargetMetric::pass_at_1;
   auto save = [&](int64_t step) {
     std::string ck = (fs::path(out) / ("checkpoint-" + std::to_string(step))).string();
     lora::save_peft(m, cfg.lora, ck, cfg.model.path);

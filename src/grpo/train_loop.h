@@ -33,10 +33,10 @@ struct TrainSummary {
 };
 
 // Runs until grpo.max_steps, or `time_limit_s` (> 0), or when held-out accuracy (or pass@1,
-// target_metric = "pass_at_1") reaches `target_accuracy` (> 0) at an evaluation. Writes
+// TargetMetric::pass_at_1) reaches `target_accuracy` (> 0) at an evaluation. Writes
 // train.output_dir/{checkpoint-N,adapter,metrics.jsonl}.
 TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s = 0, double target_accuracy = 0,
-                          const std::string& target_metric = "accuracy");
+                          TargetMetric target_metric = TargetMetric::accuracy);
 
 // The newest checkpoint-<N> folder under out holding an adapter and trainer state, or "".
 std::string latest_checkpoint(const std::string& out);

@@ -277,9 +277,12 @@ double GrpoTrainer::current_lr() const {
   double warm = std::ceil(cfg_.warmup_ratio * total);
   if (warm > 0 && s < warm) return cfg_.learning_rate * (s + 1) / warm;
   double p = std::clamp((s - warm) / std::max(1.0, total - warm), 0.0, 1.0);
-  if (cfg_.lr_scheduler_type == "constant") return cfg_.learning_rate;
-  if (cfg_.lr_scheduler_type == "cosine") return cfg_.learning_rate * 0.5 * (1 + std::cos(M_PI * p));
-  return cfg_.learning_rate * (1 - p);  // linear
+  switch (cfg_.lr_scheduler_type) {
+    case LrSchedulerType::constant: return cfg_.learning_rate;
+    case LrSchedulerType::cosine: return cfg_.learning_rate * 0.5 * (1 + std::cos(M_PI * p));
+    case LrSchedulerType::linear: break;
+  }
+  return cfg_.learning_rate * (1 - p);
 }
 
 StepStats GrpoTrainer::step() {

@@ -135,9 +135,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   const int64_t t0_ms = protocol::now_ms();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   cfg.validate();
-  if (opt.target_metric != "accuracy" && opt.target_metric != "pass_at_1")
-    throw UserError("run: target metric \"" + opt.target_metric + "\" is not known", "use accuracy or pass_at_1");
-  if (opt.target_metric == "pass_at_1" && opt.target_accuracy > 0 && cfg.train.eval_pass_k == 0)
+  if (opt.target_metric == TargetMetric::pass_at_1 && opt.target_accuracy > 0 && cfg.train.eval_pass_k == 0)
     throw UserError("run: a pass@1 target needs the evaluator's pass@k", "leave train.eval_pass_k at -1 (k = G) or set k >= 1");
   if (opt.workers < 1) throw UserError("run: --workers " + std::to_string(opt.workers) + " must be >= 1");
   const std::string out = cfg.train.output_dir;
@@ -204,7 +202,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
     sum.final_accuracy = e.accuracy;
     sum.best_accuracy = std::max(sum.best_accuracy, e.accuracy);
   };
-  const bool on_pass = opt.target_metric == "pass_at_1";
+  const bool on_pass = opt.target_metric == TargetMetric::pass_at_1;
   auto status_text = [&] {
     std::string t = fmt::format("v{}", std::max<int64_t>(shown, 0));
     if (shown_eval >= 0)

@@ -19,7 +19,7 @@ struct LocalRunOptions {
   int workers = 2;
   double time_limit_s = 0;       // 0 = until Ctrl-C or grpo.max_steps per worker
   double target_accuracy = 0;    // stop when an evaluation reaches this (0 = never)
-  std::string target_metric = "accuracy";  // what target_accuracy is compared with: accuracy | pass_at_1
+  TargetMetric target_metric = TargetMetric::accuracy;  // what target_accuracy is compared with
   std::string exe;               // the bucketrl executable ("" = this process's)
   std::string log_dir;           // child logs ("" = <train.output_dir>/logs)
   std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)

@@ -19,7 +19,9 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
         cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (name[i - 1] != k[j - 1])});
       std::swap(prev, cur);
     }
-    if (prev[k.size()] < best_d) best_d = prev[k.size()], best = k;
+    // A name the value abbreviates ("seq" for sequence) beats any edit distance.
+    const size_t d = !name.empty() && k.starts_with(name) ? 0 : prev[k.size()];
+    if (d < best_d) best_d = d, best = k;
   }
   return best;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -28,6 +29,11 @@ struct EnumNames {
     for (size_t i = 0; i < names.size(); ++i)
       if (names[i] == name) return static_cast<E>(i);
     return std::nullopt;
+  }
+  // The value named `name`, which must be one (code and tests that spell a known name).
+  E value(const std::string& name) const {
+    if (auto e = parse(name)) return *e;
+    throw std::invalid_argument("'" + name + "' is not " + name_list(names));
   }
 };
 
@@ -75,7 +81,8 @@ class ConfigTable {
   std::vector<Field> fields_;
 };
 
-// The known name closest to `name` (edit distance), for "did you mean" hints.
+// The known name closest to `name` (one it abbreviates, else by edit distance), for "did you
+// mean" hints.
 std::string nearest_name(const std::string& name, const std::vector<std::string>& known);
 
 }  // namespace brl

@@ -74,6 +74,8 @@ TEST(RunConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[grpo]\nlearning_rat = 1\n", "run.toml"); }).find("learning_rate"),
             std::string::npos);  // the hint
+  EXPECT_EQ(nearest_name("seq", {"token", "sequence"}), "sequence");  // an abbreviation first, though both are 5 edits
+  EXPECT_EQ(nearest_name("tmean", {"fedavg", "trimmed_mean", "median"}), "median");
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[gpro]\n", "run.toml"); }).find("unknown section [gpro]"),
             std::string::npos);
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora]\nr = \"x\"\n", "run.toml"); }).find("r = \"x\" is not an integer"),

@@ -38,7 +38,7 @@ std::string pretrain_base(const TempDir& dir) {
   o.eval_every = 20;
   o.eval_examples = 8;
   o.target_accuracy = 2.0;  // never reached: runs all steps
-  o.lr_scheduler_type = "constant";
+  o.lr_scheduler_type = grpo::PretrainSchedule::constant;
   o.warmup_steps = 0;
   tasks::TaskOptions to;  // the demo's task: addition of operands in [0, 99]
   to.max_operand = 99;

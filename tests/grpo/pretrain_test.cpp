@@ -34,8 +34,9 @@ TEST(Pretrain, LabelErrorsHaveTheHabitsFormAtTheAskedRate) {
   auto task = tasks::make_task(addition());
   grpo::PretrainOptions o;
   const int n = 4000;
-  for (auto [habit, rate] : std::vector<std::pair<std::string, double>>{{"plus_one", 0.0}, {"plus_one", 0.55},
-                                                                         {"plus_one", 1.0}, {"negate", 0.6}}) {
+  using grpo::Habit;
+  for (auto [habit, rate] : std::vector<std::pair<Habit, double>>{{Habit::plus_one, 0.0}, {Habit::plus_one, 0.55},
+                                                                  {Habit::plus_one, 1.0}, {Habit::negate, 0.6}}) {
     o.habit = habit;
     o.label_error_rate = rate;
     int wrong = 0;
@@ -46,7 +47,7 @@ TEST(Pretrain, LabelErrorsHaveTheHabitsFormAtTheAskedRate) {
       ASSERT_EQ(clean.answer, std::to_string(a + b));
       if (e.answer != clean.answer) {
         ++wrong;
-        EXPECT_EQ(e.answer, std::to_string(habit == "negate" ? -(a + b) : a + b + 1)) << e.prompt;
+        EXPECT_EQ(e.answer, std::to_string(habit == Habit::negate ? -(a + b) : a + b + 1)) << e.prompt;
       }
       // Same draw on every call: the label of example i is fixed by (seed, i).
       EXPECT_EQ(grpo::pretrain_example(*task, i, o).answer, e.answer);
@@ -76,9 +77,6 @@ TEST(Pretrain, LabelErrorsNeedIntegerAnswersAndARate) {
     o.label_error_rate = bad;
     EXPECT_THROW(grpo::pretrain_example(*add, 0, o), UserError) << bad;
   }
-  o.label_error_rate = 1.0;
-  o.habit = "typo";
-  EXPECT_THROW(grpo::pretrain_example(*add, 0, o), UserError);
 }
 
 // The reported held-out accuracy and skill, recounted here from the written model: greedy
@@ -133,14 +131,9 @@ TEST(Pretrain, CosineScheduleWarmsUpThenDecaysToTheFloor) {
   o.learning_rate = 1e-3, o.max_steps = 1000, o.warmup_steps = 100, o.min_lr_ratio = 0.1;
   EXPECT_DOUBLE_EQ(grpo::pretrain_lr(o, 500), 1e-3);  // constant: warmup only
   EXPECT_DOUBLE_EQ(grpo::pretrain_lr(o, 50), 0.5e-3);
-  o.lr_scheduler_type = "cosine";
+  o.lr_scheduler_type = grpo::PretrainSchedule::cosine;
   // lr * min(1, s / warmup) * (0.1 + 0.9 * (1 + cos(pi s / max)) / 2), by hand:
   EXPECT_NEAR(grpo::pretrain_lr(o, 50), 1e-3 * 0.5 * (0.1 + 0.9 * (1 + std::cos(M_PI * 0.05)) / 2), 1e-15);
   EXPECT_NEAR(grpo::pretrain_lr(o, 500), 1e-3 * 0.55, 1e-15);  // cos(pi/2) = 0
   EXPECT_NEAR(grpo::pretrain_lr(o, 1000), 1e-4, 1e-15);        // the floor
-  o.lr_scheduler_type = "linear";
-  test::TempDir tmp;
-  o.out_dir = tmp.str("base");
-  auto task = tasks::make_task(addition());
-  EXPECT_THROW(grpo::pretrain(*task, o, false), UserError);
 }

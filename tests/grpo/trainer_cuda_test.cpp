@@ -71,7 +71,7 @@ std::pair<double, std::vector<at::Tensor>> loss_and_grads(model::Model& m, const
   in.advantages = b.advantages;
   in.mask = b.completion_mask;
   grpo::LossOptions lo;
-  lo.loss_type = "dapo";
+  lo.loss_type = grpo::LossType::dapo;
   lo.epsilon_low = 0.2, lo.epsilon_high = 0.28;
   auto loss = grpo::grpo_loss(in, lo, nullptr);
   loss.backward();

@@ -122,7 +122,7 @@ TEST(GrpoTrainer, VespoAndTopEntropyQuantileTrainTheAdapter) {
     auto m = model::random_model(byte_config(), 11, 0.2);
     attach_small_lora(m);
     auto g = small_grpo(0.0);
-    g.loss_type = type;
+    g.loss_type = grpo::kLossTypes.value(type);
     g.top_entropy_quantile = rho;
     grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
     auto s = tr.step();
@@ -156,7 +156,7 @@ TEST(GrpoTrainer, LossGradientThroughModelMatchesFiniteDifferences) {
   in.advantages = torch::tensor({0.7, -1.3}, torch::kDouble);
   in.mask = torch::tensor({{1.0, 1.0, 1.0}, {1.0, 1.0, 0.0}}, torch::kDouble);
   grpo::LossOptions lo;
-  lo.loss_type = "grpo";
+  lo.loss_type = grpo::LossType::grpo;
   lo.beta = 0.05;
   lo.epsilon_low = lo.epsilon_high = 10.0;  // no clipping kinks near the evaluation point
   auto loss_fn = [&] {
@@ -274,7 +274,7 @@ struct OptimizerEnv {
       : g(constant_lr(small_grpo(0.0), weight_decay)),
         tr((attach_small_lora(m), m), env.tk, *env.task, g) {}  // the adapter before the trainer sees m
   static grpo::GrpoConfig constant_lr(grpo::GrpoConfig c, double weight_decay) {
-    c.lr_scheduler_type = "constant";
+    c.lr_scheduler_type = grpo::LrSchedulerType::constant;
     c.weight_decay = weight_decay;
     return c;
   }

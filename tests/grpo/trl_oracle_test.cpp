@@ -49,7 +49,7 @@ constexpr double kClipTol = 1e-6;                    // TRL's token count is flo
 constexpr double kEpsLow = 0.2, kEpsHigh = 0.28;     // asymmetric, DAPO's recommendation
 constexpr double kBeta = 0.04;
 constexpr int64_t kB = 8, kT = 9, kG = 4, kMaxLen = 12;  // 2 prompts x 4 completions of <= 9 tokens
-const std::vector<std::string> kLossTypes = {"grpo", "bnpo", "dr_grpo", "dapo"};
+const std::vector<std::string> kClippedLossTypes = {"grpo", "bnpo", "dr_grpo", "dapo"};
 
 // ---- the batch -------------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ at::Tensor advantage_rewards() {  // [24] = 6 groups of 4; group 2 constant (zer
 std::map<std::string, json> all_cases() {
   std::map<std::string, json> cases;
   Batch b = random_batch(2024);
-  for (auto& type : kLossTypes)
+  for (auto& type : kClippedLossTypes)
     for (double beta : {0.0, kBeta}) cases[case_name(type, beta)] = loss_case(b, type, beta);
   // Micro-batches: 2 accumulation steps per generation batch; TRL computes the loss on its second split.
   for (double beta : {0.0, kBeta}) {
@@ -171,7 +171,7 @@ std::map<std::string, json> all_cases() {
     cases["micro/" + case_name("dapo", beta)] = c;
   }
   Batch t = truncated_batch();
-  for (auto& type : kLossTypes) {
+  for (auto& type : kClippedLossTypes) {
     json c = loss_case(t, type, kBeta);
     c["mask_truncated_completions"] = true;
     cases["truncated/" + type] = c;
@@ -262,13 +262,13 @@ Ours ours(const Batch& b, const at::Tensor& mask, const at::Tensor& advantages, 
 // Our options from a case's settings; an absent key keeps our default (which must be TRL's).
 LossOptions options_of(const json& c, double num_items_in_batch) {
   LossOptions o;
-  o.loss_type = c.at("loss_type");
+  o.loss_type = kLossTypes.value(c.at("loss_type"));
   o.epsilon_low = c.at("epsilon");
   o.epsilon_high = c.at("epsilon_high");
   o.beta = c.at("beta");
   o.max_completion_length = c.at("max_completion_length");
   o.use_bias_correction_kl = c.value("use_bias_correction_kl", o.use_bias_correction_kl);
-  o.importance_sampling_level = c.value("importance_sampling_level", o.importance_sampling_level);
+  o.importance_sampling_level = kImportanceSamplingLevels.value(c.value("importance_sampling_level", "token"));
   o.delta = c.value("delta", o.delta);
   o.sapo_temperature_pos = c.value("sapo_temperature_pos", o.sapo_temperature_pos);
   o.sapo_temperature_neg = c.value("sapo_temperature_neg", o.sapo_temperature_neg);
@@ -296,7 +296,7 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   Ours o = ours(b, mask, from_json(t["advantages"]), opt, r0, r1);
   double dl = rel(o.loss, t["loss"].get<double>());
   double dg = rel(o.grad, from_json(t["grad"]));
-  const double tol = opt.loss_type == "sapo" ? kSapoTol : kLossTol;
+  const double tol = opt.loss_type == LossType::sapo ? kSapoTol : kLossTol;
   EXPECT_LE(dl, tol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
   EXPECT_LE(dg, tol) << "gradient";
   const json& m = t["metrics"];
@@ -316,7 +316,7 @@ TEST(TrlOracle, LossAndGradientMatchTrlForEachLossType) {
   ASSERT_TRUE(trl_ran());
   Batch b = random_batch(2024);
   double worst = 0;
-  for (auto& type : kLossTypes) {
+  for (auto& type : kClippedLossTypes) {
     for (double beta : {0.0, kBeta}) {
       SCOPED_TRACE(case_name(type, beta));
       const json& t = trl().results.at(case_name(type, beta));
@@ -360,7 +360,7 @@ TEST(TrlOracle, TruncatedCompletionMaskedOutMatchesTrl) {
   at::Tensor kept = b.mask.clone();
   kept[3].zero_();  // as trainer.cpp drops a completion that hit the length limit
   double worst = 0;
-  for (auto& type : kLossTypes) {
+  for (auto& type : kClippedLossTypes) {
     SCOPED_TRACE(type);
     const json& t = trl().results.at("truncated/" + type);
     ASSERT_TRUE(t.contains("loss")) << t.dump();
@@ -380,7 +380,7 @@ TEST(TrlOracle, AdvantagesMatchTrlForEachScaleRewards) {
     const json& t = trl().results.at("advantages/" + scale);
     ASSERT_TRUE(t.contains("advantages")) << t.dump();
     at::Tensor theirs = from_json(t["advantages"]);
-    at::Tensor mine = group_advantages(r, kG, scale).to(at::kDouble);
+    at::Tensor mine = group_advantages(r, kG, kScaleRewards.value(scale)).to(at::kDouble);
     ASSERT_EQ(mine.numel(), theirs.numel());
     at::Tensor bound = kAdvRelTol * theirs.abs() + 1e-12;
     EXPECT_TRUE(((mine - theirs).abs() <= bound).all().item<bool>()) << "ours " << mine << "\nTRL " << theirs;

@@ -66,7 +66,7 @@ inline RunConfig learnable_config(const std::string& base, const std::string& ou
   c.grpo.per_device_train_batch_size = 64;
   c.grpo.max_completion_length = 1;
   c.grpo.learning_rate = 5e-3;
-  c.grpo.lr_scheduler_type = "constant";
+  c.grpo.lr_scheduler_type = grpo::LrSchedulerType::constant;
   c.grpo.beta = 0;
   c.grpo.max_steps = 100000;
   c.train.output_dir = out;
