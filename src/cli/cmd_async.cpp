@@ -35,7 +35,7 @@ void parse_shard(const std::string& s, int* shard, int* n) {
     throw UserError("--shard " + s + " is not I/N", "e.g. --shard 0/2 for the first of two workers");
 }
 
-cli::Register init_reg("init", "create a run in a bucket: upload the base model, write run.json and version 0", [](CLI::App& app) {
+cli::RunFn setup_init(CLI::App& app) {
   static std::string bucket, model, config;
   static std::vector<std::string> sets;
   app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
@@ -52,9 +52,10 @@ cli::Register init_reg("init", "create a run in a bucket: upload the base model,
                 store->describe().c_str(), run.base_sha256.substr(0, 16).c_str(), bucket.c_str());
     return 0;
   };
-});
+}
+cli::Register init_reg("init", "create a run in a bucket: upload the base model, write run.json and version 0", setup_init);
 
-cli::Register worker_reg("worker", "train on a run's prompts and upload adapter deltas to the bucket", [](CLI::App& app) {
+cli::RunFn setup_worker(CLI::App& app) {
   static worker::WorkerOptions o;
   static std::string shard;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
@@ -79,7 +80,8 @@ cli::Register worker_reg("worker", "train on a run's prompts and upload adapter 
                    s.last_error.c_str());
     return s.lost_steps > 0 ? 1 : 0;
   };
-});
+}
+cli::Register worker_reg("worker", "train on a run's prompts and upload adapter deltas to the bucket", setup_worker);
 
 // The proxy's in-memory state after a poll, for its HTTP endpoints.
 obs::ProxyLive live_state(const proxy::Proxy& p) {
@@ -96,7 +98,7 @@ obs::ProxyLive live_state(const proxy::Proxy& p) {
   return l;
 }
 
-cli::Register proxy_reg("proxy", "fold worker updates into new global versions; watch worker health", [](CLI::App& app) {
+cli::RunFn setup_proxy(CLI::App& app) {
   static proxy::ProxyOptions o;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--id", o.id, "proxy id in manifests (default: proxy-<host>-<pid>)");
@@ -126,9 +128,10 @@ cli::Register proxy_reg("proxy", "fold worker updates into new global versions; 
                 static_cast<long long>(c.rejected), why.empty() ? "" : (why + ")").c_str());
     return 0;
   };
-});
+}
+cli::Register proxy_reg("proxy", "fold worker updates into new global versions; watch worker health", setup_proxy);
 
-cli::Register evaluator_reg("evaluator", "evaluate each new global version on held-out prompts (evals/ in the bucket)", [](CLI::App& app) {
+cli::RunFn setup_evaluator(CLI::App& app) {
   static worker::EvaluatorOptions o;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
@@ -140,9 +143,10 @@ cli::Register evaluator_reg("evaluator", "evaluate each new global version on he
     worker::run_evaluator(o, cli::stop_on_signals());
     return 0;
   };
-});
+}
+cli::Register evaluator_reg("evaluator", "evaluate each new global version on held-out prompts (evals/ in the bucket)", setup_evaluator);
 
-cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers and an evaluator", [](CLI::App& app) {
+cli::RunFn setup_run(CLI::App& app) {
   static std::string config;
   static std::vector<std::string> sets;
   static launch::LocalRunOptions o;
@@ -173,9 +177,10 @@ cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers 
                 s.final_accuracy, s.adapter_dir.c_str(), s.verify.summary().c_str());
     return s.verify.ok() ? 0 : 3;
   };
-});
+}
+cli::Register run_reg("run", "one machine: a local bucket, the proxy, N workers and an evaluator", setup_run);
 
-cli::Register verify_reg("verify", "check a run's invariants from the bucket alone", [](CLI::App& app) {
+cli::RunFn setup_verify(CLI::App& app) {
   static std::string bucket;
   app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
   return [] {
@@ -184,9 +189,10 @@ cli::Register verify_reg("verify", "check a run's invariants from the bucket alo
     std::printf("%s\n", r.summary().c_str());
     return r.ok() ? 0 : 3;
   };
-});
+}
+cli::Register verify_reg("verify", "check a run's invariants from the bucket alone", setup_verify);
 
-cli::Register export_reg("export", "write a global version of a run as a PEFT adapter folder", [](CLI::App& app) {
+cli::RunFn setup_export(CLI::App& app) {
   static std::string bucket, out;
   static int64_t version = -1;
   app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
@@ -196,6 +202,7 @@ cli::Register export_reg("export", "write a global version of a run as a PEFT ad
     std::printf("adapter written to %s\n", launch::export_adapter(bucket, version, out).c_str());
     return 0;
   };
-});
+}
+cli::Register export_reg("export", "write a global version of a run as a PEFT adapter folder", setup_export);
 
 }  // namespace

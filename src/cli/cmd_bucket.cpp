@@ -227,8 +227,7 @@ struct Args {
   bool recursive = false, create_only = false;
 };
 
-brl::cli::Register reg("bucket", "look into a run's bucket: ls, cp, cat, rm (s3://BUCKET/KEY, file:///DIR/KEY, paths)",
-                       [](CLI::App& app) -> brl::cli::RunFn {
+brl::cli::RunFn setup_bucket(CLI::App& app) {
   auto a = std::make_shared<Args>();
   app.require_subcommand(1);
   app.footer(
@@ -260,6 +259,7 @@ brl::cli::Register reg("bucket", "look into a run's bucket: ls, cp, cat, rm (s3:
     if (rm->parsed()) return run_rm(a->urls, a->recursive);
     return 2;
   };
-});
+}
+brl::cli::Register reg("bucket", "look into a run's bucket: ls, cp, cat, rm (s3://BUCKET/KEY, file:///DIR/KEY, paths)", setup_bucket);
 
 }  // namespace

@@ -13,8 +13,7 @@ using namespace brl;
 
 namespace {
 
-cli::Register dataset_reg("dataset", "print a task's training stream or held-out set as JSONL (prompt, answer)",
-                          [](CLI::App& app) {
+cli::RunFn setup_dataset(CLI::App& app) {
   static std::string config, split = "train";
   static std::vector<std::string> sets;
   static int64_t num = 1000;
@@ -48,6 +47,7 @@ cli::Register dataset_reg("dataset", "print a task's training stream or held-out
     }
     return 0;
   };
-});
+}
+cli::Register dataset_reg("dataset", "print a task's training stream or held-out set as JSONL (prompt, answer)", setup_dataset);
 
 }  // namespace

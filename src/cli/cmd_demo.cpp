@@ -48,7 +48,7 @@ int single_process(const brl::launch::DemoOptions& o) {
   return reached >= o.target_accuracy ? 0 : 2;
 }
 
-brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA over a bucket, report held-out accuracy", [](CLI::App& app) {
+brl::cli::RunFn setup_demo(CLI::App& app) {
   static brl::launch::DemoOptions o;
   static bool print_config = false;
   app.add_option("--recipe", o.recipe,
@@ -110,6 +110,7 @@ brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA ove
     if (!r.verify.ok()) return 3;
     return (recipe.target_metric == brl::TargetMetric::pass_at_1 ? b.pass_at_1 : r.final_accuracy) >= o.target_accuracy ? 0 : 2;
   };
-});
+}
+brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA over a bucket, report held-out accuracy", setup_demo);
 
 }  // namespace

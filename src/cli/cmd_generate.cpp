@@ -59,8 +59,7 @@ int run(const Args& a) {
   return 0;
 }
 
-brl::cli::Register reg("generate", "sample completions of a prompt from a model folder",
-                       [](CLI::App& app) {
+brl::cli::RunFn setup_generate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   app.add_option("--model", a->model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
       ->required();
@@ -81,5 +80,6 @@ brl::cli::Register reg("generate", "sample completions of a prompt from a model 
   app.add_flag("--add-special-tokens", a->add_special, "let the tokenizer add BOS etc. to the prompt");
   app.add_flag("--json", a->json, "one JSON object per completion: text, token_ids, logprobs");
   return [a] { return run(*a); };
-});
+}
+brl::cli::Register reg("generate", "sample completions of a prompt from a model folder", setup_generate);
 }  // namespace

@@ -14,7 +14,7 @@ namespace {
 
 using namespace brl;
 
-cli::Register reg("keygen", "create an Ed25519 key pair for signing worker updates", [](CLI::App& app) {
+cli::RunFn setup_keygen(CLI::App& app) {
   static std::string out, public_of;
   app.add_option("--out", out, "writes OUT.pem (private, mode 0600) and OUT.pub (public, one line)");
   app.add_option("--public-of", public_of, "print the public line of an existing private key (PEM) instead");
@@ -39,6 +39,7 @@ cli::Register reg("keygen", "create an Ed25519 key pair for signing worker updat
     std::printf("allow it in run.toml:\n  [security]\n  allowed_keys = [\"%s\"]\n", line.c_str());
     return 0;
   };
-});
+}
+cli::Register reg("keygen", "create an Ed25519 key pair for signing worker updates", setup_keygen);
 
 }  // namespace

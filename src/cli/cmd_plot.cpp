@@ -12,8 +12,7 @@ using namespace brl;
 
 namespace {
 
-cli::Register plot_reg("plot", "SVG charts of a run from its bucket: reward over time and per version, versions over time",
-                       [](CLI::App& app) {
+cli::RunFn setup_plot(CLI::App& app) {
   static std::string bucket, out;
   app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
   app.add_option("--out", out, "folder for the .svg files")->required();
@@ -27,6 +26,7 @@ cli::Register plot_reg("plot", "SVG charts of a run from its bucket: reward over
     for (auto& path : obs::write_run_plots(h, run.run_id, out)) std::printf("%s\n", path.c_str());
     return 0;
   };
-});
+}
+cli::Register plot_reg("plot", "SVG charts of a run from its bucket: reward over time and per version, versions over time", setup_plot);
 
 }  // namespace

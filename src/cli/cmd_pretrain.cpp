@@ -8,7 +8,7 @@
 #include "tasks/task.h"
 
 namespace {
-brl::cli::Register reg("pretrain", "train a small base model from scratch on a built-in task (the demo base)", [](CLI::App& app) {
+brl::cli::RunFn setup_pretrain(CLI::App& app) {
   static brl::grpo::PretrainOptions o;
   static brl::tasks::TaskOptions t;
   app.add_option("--out", o.out_dir, "output HF folder")->capture_default_str();
@@ -58,5 +58,6 @@ brl::cli::Register reg("pretrain", "train a small base model from scratch on a b
                 r.steps, r.accuracy, r.skill, r.val_skill, r.seconds);
     return 0;
   };
-});
+}
+brl::cli::Register reg("pretrain", "train a small base model from scratch on a built-in task (the demo base)", setup_pretrain);
 }  // namespace

@@ -13,7 +13,7 @@ using namespace brl;
 
 namespace {
 
-cli::Register status_reg("status", "a run's versions, evaluations and worker health, from the bucket", [](CLI::App& app) {
+cli::RunFn setup_status(CLI::App& app) {
   static std::string bucket;
   static int recent = 10;
   static bool json = false;
@@ -26,9 +26,10 @@ cli::Register status_reg("status", "a run's versions, evaluations and worker hea
     std::fputs(json ? (st.dump(1) + "\n").c_str() : protocol::format_status(st).c_str(), stdout);
     return 0;
   };
-});
+}
+cli::Register status_reg("status", "a run's versions, evaluations and worker health, from the bucket", setup_status);
 
-cli::Register logs_reg("logs", "print workers' metrics lines (JSONL) from the bucket", [](CLI::App& app) {
+cli::RunFn setup_logs(CLI::App& app) {
   static std::string bucket, worker;
   static bool follow = false;
   app.add_option("--bucket", bucket, "s3://bucket/prefix or a directory")->required();
@@ -52,6 +53,7 @@ cli::Register logs_reg("logs", "print workers' metrics lines (JSONL) from the bu
     } while (follow && !stop.load());
     return 0;
   };
-});
+}
+cli::Register logs_reg("logs", "print workers' metrics lines (JSONL) from the bucket", setup_logs);
 
 }  // namespace

@@ -67,7 +67,7 @@ int run(const Args& a) {
   return 0;
 }
 
-brl::cli::Register reg("tokenize", "text lines on stdin -> token ids per line (or --decode ids -> text)", [](CLI::App& app) {
+brl::cli::RunFn setup_tokenize(CLI::App& app) {
   auto a = std::make_shared<Args>();
   app.add_option("--model", a->model_dir, "model folder with tokenizer.json")->required();
   app.add_flag("--add-special-tokens", a->add_special, "add the post-processor's special tokens (e.g. BOS)");
@@ -75,5 +75,6 @@ brl::cli::Register reg("tokenize", "text lines on stdin -> token ids per line (o
   app.add_flag("--skip-special-tokens", a->skip_special, "with --decode: leave special tokens out");
   app.add_flag("--time", a->time, "report throughput on stderr (loading excluded)");
   return [a] { return run(*a); };
-});
+}
+brl::cli::Register reg("tokenize", "text lines on stdin -> token ids per line (or --decode ids -> text)", setup_tokenize);
 }  // namespace

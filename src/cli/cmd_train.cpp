@@ -33,7 +33,7 @@ int run_train(const std::string& config_path, const std::vector<std::string>& se
   return 0;
 }
 
-cli::Register train_reg("train", "GRPO + LoRA training in one process (no bucket)", [](CLI::App& app) {
+cli::RunFn setup_train(CLI::App& app) {
   static std::string config;
   static std::vector<std::string> sets;
   static bool resume = false;
@@ -46,10 +46,10 @@ cli::Register train_reg("train", "GRPO + LoRA training in one process (no bucket
     if (!device.empty()) sets.push_back("model.device=" + device);
     return run_train(config, sets, resume);
   };
-});
+}
+cli::Register train_reg("train", "GRPO + LoRA training in one process (no bucket)", setup_train);
 
-cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a model (+ adapter) on a task",
-                       [](CLI::App& app) {
+cli::RunFn setup_eval(CLI::App& app) {
   static std::string config, model_dir, adapter, task_name, dataset, device = "auto";
   static std::vector<std::string> sets;
   static int max_examples = 200, max_new = 16, pass_k = -1;
@@ -102,9 +102,10 @@ cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a m
     }
     return 0;
   };
-});
+}
+cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a model (+ adapter) on a task", setup_eval);
 
-cli::Register merge_reg("merge", "merge a PEFT adapter into its base model and write an HF folder", [](CLI::App& app) {
+cli::RunFn setup_merge(CLI::App& app) {
   static std::string model_dir, adapter, out;
   app.add_option("--model", model_dir, "base HF model folder")->required();
   app.add_option("--adapter", adapter, "PEFT adapter folder")->required();
@@ -121,6 +122,7 @@ cli::Register merge_reg("merge", "merge a PEFT adapter into its base model and w
     std::printf("merged model written to %s\n", out.c_str());
     return 0;
   };
-});
+}
+cli::Register merge_reg("merge", "merge a PEFT adapter into its base model and write an HF folder", setup_merge);
 
 }  // namespace
