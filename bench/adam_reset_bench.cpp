@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
   model::set_compute_threads(threads);
   test::TempDir tmp;
   const std::string base = test::make_base(tmp.str("base"));
-  std::printf("| mode (every %d steps) | mean reward, steps 200..%d | lowest | steps < 0.3 | adapter norm at 25%% / 50%% / 100%% |\n|---|---|---|---|---|\n",
-              every, steps);
+  std::printf(
+      "| mode (every %d steps) | mean reward, steps 200..%d | lowest | steps < 0.3 | adapter norm at 25%% / 50%% / "
+      "100%% |\n|---|---|---|---|---|\n",
+      every, steps);
   std::stringstream ms(modes);
   for (std::string mode; std::getline(ms, mode, ',');) {
     RunConfig cfg = test::learnable_config(base, tmp.str("out-" + mode));
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
                   std::string t;
                   for (double x : norms) t += (t.empty() ? "" : " / ") + std::to_string(x).substr(0, 5);
                   return t;
-                }().c_str());
+                }()
+                    .c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -53,7 +53,6 @@ std::vector<codec::Tensor> module(const std::string& base, const Mod& m, int r, 
   return {std::move(a), std::move(b)};
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,13 +67,16 @@ int main(int argc, char** argv) {
       std::stringstream ss(argv[++i]);
       for (std::string m; std::getline(ss, m, ',');) modes.push_back(m);
     } else {
-      std::fprintf(stderr, "usage: aggregate_bench [--updates 256] [--reps 3] [--layers 24] [--modes fedavg,nesterov,trimmed_mean,median,exact]\n");
+      std::fprintf(stderr,
+                   "usage: aggregate_bench [--updates 256] [--reps 3] [--layers 24] [--modes "
+                   "fedavg,nesterov,trimmed_mean,median,exact]\n");
       return 2;
     }
   }
   const int hidden = 896, q = 14 * 64, kv = 2 * 64, inter = 4864, r = 16;
-  const Mod mods[] = {{"self_attn.q_proj", hidden, q}, {"self_attn.k_proj", hidden, kv}, {"self_attn.v_proj", hidden, kv},
-                      {"self_attn.o_proj", q, hidden}, {"mlp.gate_proj", hidden, inter}, {"mlp.up_proj", hidden, inter},
+  const Mod mods[] = {{"self_attn.q_proj", hidden, q},  {"self_attn.k_proj", hidden, kv},
+                      {"self_attn.v_proj", hidden, kv}, {"self_attn.o_proj", q, hidden},
+                      {"mlp.gate_proj", hidden, inter}, {"mlp.up_proj", hidden, inter},
                       {"mlp.down_proj", inter, hidden}};
   std::map<std::string, AggregationConfig> cfgs;
   for (auto& m : modes) {
@@ -118,8 +120,9 @@ int main(int argc, char** argv) {
             max_err[mode] = std::max(max_err[mode], res.stats["reconstruction_error"]["max"].get<double>());
         }
     }
-  std::printf("adapter: %d layers x 7 modules, r %d, %.2f M floats per update; %d updates (%.2f GB F32, streamed per module)\n",
-              layers, r, floats / 1e6, updates, 4.0 * floats * updates / 1e9);
+  std::printf(
+      "adapter: %d layers x 7 modules, r %d, %.2f M floats per update; %d updates (%.2f GB F32, streamed per module)\n",
+      layers, r, floats / 1e6, updates, 4.0 * floats * updates / 1e9);
   std::printf("torch threads %d; data generation %.1f s (not timed)\n", at::get_num_threads(), gen_s);
   std::printf("| mode | seconds (median of %d) | min | max |\n|---|---|---|---|\n", reps);
   for (auto& m : modes) {

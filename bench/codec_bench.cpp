@@ -55,8 +55,6 @@ std::vector<codec::Tensor> adapter(const Shape& s, uint64_t seed) {
   return ts;
 }
 
-
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,8 +70,10 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"demo (h128, 4 layers, r8)", 128, 4, 4, 2, 32, 352, 8},
                           {"Qwen2.5-0.5B (r16)", 896, 24, 14, 2, 64, 4864, 16}};
   try {
-    std::printf("| adapter | params | codec | block | bytes (zstd %d) | bytes/param | %% of fp32 | fp32 / bytes | stored bytes | encode ms | decode ms |\n",
-                level);
+    std::printf(
+        "| adapter | params | codec | block | bytes (zstd %d) | bytes/param | %% of fp32 | fp32 / bytes | stored bytes "
+        "| encode ms | decode ms |\n",
+        level);
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (auto& s : shapes) {
       const auto ts = adapter(s, 7);
@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
       for (auto& t : ts) params += t.data.size();
       double fp32_bytes = 0;
       // block: elements per scale (int8, int4) or per top-k run (topk: SparseLoCo's 64 of 4096).
-      const std::pair<Kind, int> runs[] = {{Kind::fp32, 64},       {Kind::bf16, 64},        {Kind::int8, 64},
-                                           {Kind::int8, 128},      {Kind::int4, 64},        {Kind::int4, 128},
+      const std::pair<Kind, int> runs[] = {{Kind::fp32, 64},        {Kind::bf16, 64},       {Kind::int8, 64},
+                                           {Kind::int8, 128},       {Kind::int4, 64},       {Kind::int4, 128},
                                            {Kind::topk_int2, 4096}, {Kind::topk_int4, 4096}};
       for (auto [k, block] : runs) {
         codec::Options opt{k, codec::is_sparse(k) ? 64 : block, level};
@@ -98,18 +98,20 @@ int main(int argc, char** argv) {
         const size_t stored = codec::encode(ts, stored_opt).size();
         if (k == Kind::fp32) fp32_bytes = static_cast<double>(bytes.size());
         const bool blocked = k != Kind::fp32 && k != Kind::bf16;
-        std::printf("| %s | %.2fM | %s | %s | %zu | %.3f | %.1f %% | %.1fx | %zu | %.1f | %.1f |\n", s.name, params / 1e6,
-                    codec::kind_name(k), blocked ? std::to_string(block).c_str() : "-", bytes.size(),
-                    static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes, fp32_bytes / bytes.size(), stored,
-                    bench::median(enc), bench::median(dec));
+        std::printf("| %s | %.2fM | %s | %s | %zu | %.3f | %.1f %% | %.1fx | %zu | %.1f | %.1f |\n", s.name,
+                    params / 1e6, codec::kind_name(k), blocked ? std::to_string(block).c_str() : "-", bytes.size(),
+                    static_cast<double>(bytes.size()) / params, 100.0 * bytes.size() / fp32_bytes,
+                    fp32_bytes / bytes.size(), stored, bench::median(enc), bench::median(dec));
       }
     }
     // What every worker downloads per published version ([aggregation] publish_dtype).
     std::printf("\n| adapter | version payload float32 | bfloat16 | %% of float32 |\n|---|---|---|---|\n");
     for (auto& s : shapes) {
       const auto ts = adapter(s, 7);
-      const size_t f32 = protocol::encode_adapter(ts, st::DType::F32).size(), bf16 = protocol::encode_adapter(ts, st::DType::BF16).size();
-      std::printf("| %s | %zu | %zu | %.1f %% |\n", s.name, f32, bf16, 100.0 * static_cast<double>(bf16) / static_cast<double>(f32));
+      const size_t f32 = protocol::encode_adapter(ts, st::DType::F32).size(),
+                   bf16 = protocol::encode_adapter(ts, st::DType::BF16).size();
+      std::printf("| %s | %zu | %zu | %.1f %% |\n", s.name, f32, bf16,
+                  100.0 * static_cast<double>(bf16) / static_cast<double>(f32));
     }
   } catch (const UserError& e) {
     std::fprintf(stderr, "codec_bench: %s\n", e.what());

@@ -47,10 +47,11 @@ void step_breakdown(const model::Model& m, int64_t B, int64_t capacity) {
     f();
     sync();
     std::vector<double> t;
-    for (int i = 0; i < 20; ++i) t.push_back(bench::seconds_of([&] {
-      f();
-      sync();
-    }));
+    for (int i = 0; i < 20; ++i)
+      t.push_back(bench::seconds_of([&] {
+        f();
+        sync();
+      }));
     std::printf("  %-34s %8.3f ms\n", what, 1e3 * bench::median(t));
   };
   std::printf("eager decode step of %lld rows over %lld cache slots:\n", (long long)B, (long long)capacity);
@@ -61,8 +62,8 @@ void step_breakdown(const model::Model& m, int64_t B, int64_t capacity) {
 }
 
 // generate() over P random prompts x G completions, every completion new_tokens long.
-int rollouts(model::Model& m, const std::string& device, const std::string& dtype, int64_t P, int64_t G,
-             int64_t prompt, int64_t new_tokens, int64_t repeats) {
+int rollouts(model::Model& m, const std::string& device, const std::string& dtype, int64_t P, int64_t G, int64_t prompt,
+             int64_t new_tokens, int64_t repeats) {
   if (device == "cuda") m.to(at::Device(at::kCUDA));
   std::vector<std::vector<int32_t>> prompts(P, std::vector<int32_t>(prompt));
   auto ids = at::randint(0, m.config.vocab_size, {P, prompt}, at::kLong);
@@ -89,8 +90,10 @@ int rollouts(model::Model& m, const std::string& device, const std::string& dtyp
       if (r > 0) tps.push_back(n / t);
     }
     std::printf("generate %s: %lld seqs, %.1f tokens/s (median)\n",
-                device != "cuda" ? "eager" : graphs ? "cuda graphs" : "eager (no graphs)", (long long)(P * G),
-                bench::median(tps));
+                device != "cuda" ? "eager"
+                : graphs         ? "cuda graphs"
+                                 : "eager (no graphs)",
+                (long long)(P * G), bench::median(tps));
   }
   return 0;
 }
@@ -121,8 +124,8 @@ int main(int argc, char** argv) {
   threads = brl::model::set_compute_threads(threads);
   auto cfg = model::named_shape(shape);
   auto dt = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  std::fprintf(stderr, "building random %s (%.0fM params, %s)...\n", shape.c_str(),
-               cfg.num_parameters() / 1e6, dtype.c_str());
+  std::fprintf(stderr, "building random %s (%.0fM params, %s)...\n", shape.c_str(), cfg.num_parameters() / 1e6,
+               dtype.c_str());
   auto m = model::random_model(cfg, 1, 0.02, dt, device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU));
   if (device == "cuda" && prompts == 0) prompts = 8;
   if (prompts > 0) return rollouts(m, device, dtype, prompts, group, prompt, new_tokens, repeats);
@@ -147,7 +150,7 @@ int main(int argc, char** argv) {
     auto p = at::full({rows, 1}, prompt, at::kLong);
     double t = bench::seconds_of([&] {
       for (int64_t s = 0; s < new_tokens; ++s) {
-        auto tok = logits.argmax(-1, true);                  // [rows, 1]
+        auto tok = logits.argmax(-1, true);  // [rows, 1]
         logits = m.lm_logits(m.forward(tok, p, &cache).select(1, 0));
         p = p + 1;
       }
@@ -174,13 +177,12 @@ int main(int argc, char** argv) {
     dg.push_back(b);
     gen.push_back(group * new_tokens / tg);
   }
-  std::printf("shape %s dtype %s threads %d prompt %lld new %lld group %lld repeats %lld\n",
-              shape.c_str(), dtype.c_str(), threads, (long long)prompt, (long long)new_tokens,
-              (long long)group, (long long)repeats);
+  std::printf("shape %s dtype %s threads %d prompt %lld new %lld group %lld repeats %lld\n", shape.c_str(),
+              dtype.c_str(), threads, (long long)prompt, (long long)new_tokens, (long long)group, (long long)repeats);
   std::printf("prompt tok/s            %8.1f\n", bench::median(pp));
   std::printf("decode 1 seq tok/s      %8.1f\n", bench::median(d1));
   std::printf("decode %lld seqs tok/s     %8.1f\n", (long long)group, bench::median(dg));
-  std::printf("generate() %lld seqs tok/s %8.1f  (sampling at T=1, prefill included)\n",
-              (long long)group, bench::median(gen));
+  std::printf("generate() %lld seqs tok/s %8.1f  (sampling at T=1, prefill included)\n", (long long)group,
+              bench::median(gen));
   return 0;
 }

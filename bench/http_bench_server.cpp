@@ -45,7 +45,12 @@ int main() {
 #else
   using namespace brl::obs;
   HttpServer s(parse_listen_address("127.0.0.1:0"), "");
-  s.route("/health", [](const HttpRequest&) { return HttpResponse{200, "text/plain", "ok\n", {}}; }, true);
+  s.route(
+      "/health",
+      [](const HttpRequest&) {
+        return HttpResponse{200, "text/plain", "ok\n", {}};
+      },
+      true);
   s.route("/status", [](const HttpRequest&) { return HttpResponse{200, "application/json", kStatus, {}}; });
   s.route("/metrics", [&](const HttpRequest&) { return HttpResponse{200, "text/plain", metrics, {}}; });
   if (!s.start()) return 1;

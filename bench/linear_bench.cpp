@@ -42,13 +42,13 @@ int main(int argc, char** argv) {
     }
     return bench::median(t);
   };
-  const std::pair<model::SkinnyIsa, const char*> isas[] = {
-      {model::SkinnyIsa::kAvx512, "avx512"}, {model::SkinnyIsa::kAvx2, "avx2"},
-      {model::SkinnyIsa::kGeneric, "generic"}};
-  std::printf("threads %d, ms per call (median of %lld); floor = f32 bytes of W / %.0f GB/s\n",
-              threads, (long long)repeats, gbps);
-  std::printf("%3s %6s %7s | %8s %8s %8s | %8s %8s %8s\n", "M", "K", "N", "floor", "f32", "bf16",
-              "avx512", "avx2", "generic");
+  const std::pair<model::SkinnyIsa, const char*> isas[] = {{model::SkinnyIsa::kAvx512, "avx512"},
+                                                           {model::SkinnyIsa::kAvx2, "avx2"},
+                                                           {model::SkinnyIsa::kGeneric, "generic"}};
+  std::printf("threads %d, ms per call (median of %lld); floor = f32 bytes of W / %.0f GB/s\n", threads,
+              (long long)repeats, gbps);
+  std::printf("%3s %6s %7s | %8s %8s %8s | %8s %8s %8s\n", "M", "K", "N", "floor", "f32", "bf16", "avx512", "avx2",
+              "generic");
   for (int64_t K : {896, 4864}) {
     for (int64_t N : {896, 4864, 151936}) {
       if (K == 4864 && N != 896) continue;  // down_proj only
@@ -57,14 +57,11 @@ int main(int argc, char** argv) {
       for (int64_t M : {1, 8, 16}) {
         auto x = at::randn({M, K});
         auto xb = x.to(at::kBFloat16);
-        std::printf("%3lld %6lld %7lld | %8.3f %8.3f %8.3f |", (long long)M, (long long)K,
-                    (long long)N, N * K * 4 / (gbps * 1e9) * 1e3,
-                    ms([&] { at::linear(x, w); }), ms([&] { at::linear(xb, wb); }));
+        std::printf("%3lld %6lld %7lld | %8.3f %8.3f %8.3f |", (long long)M, (long long)K, (long long)N,
+                    N * K * 4 / (gbps * 1e9) * 1e3, ms([&] { at::linear(x, w); }), ms([&] { at::linear(xb, wb); }));
         for (auto [isa, name] : isas) {
-          if (model::skinny_isa_supported(isa))
-            std::printf(" %8.3f", ms([&] { model::skinny_linear(x, w, {}, isa); }));
-          else
-            std::printf(" %8s", "n/a");
+          if (model::skinny_isa_supported(isa)) std::printf(" %8.3f", ms([&] { model::skinny_linear(x, w, {}, isa); }));
+          else std::printf(" %8s", "n/a");
         }
         std::printf("\n");
       }

@@ -54,8 +54,9 @@ int main(int argc, char** argv) {
     std::remove(src.c_str());
     std::remove(dst.c_str());
     double total = static_cast<double>(mib * count);
-    std::printf("{\"client\": \"bucketrl\", \"size_mib\": %zu, \"count\": %zu, \"put_mib_s\": %.1f, \"get_mib_s\": %.1f}\n", mib,
-                count, total / put_s, total / get_s);
+    std::printf(
+        "{\"client\": \"bucketrl\", \"size_mib\": %zu, \"count\": %zu, \"put_mib_s\": %.1f, \"get_mib_s\": %.1f}\n",
+        mib, count, total / put_s, total / get_s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "s3_compare_bench: %s\n", e.what());
     return 1;

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   try {
     auto store = open_store(url);
     const std::string base = "store-bench-" + std::to_string(::getpid()) + "/";
-    const std::string tmp_in = (std::filesystem::temp_directory_path() / (base.substr(0, base.size() - 1) + "-in")).string();
+    const std::string tmp_in =
+        (std::filesystem::temp_directory_path() / (base.substr(0, base.size() - 1) + "-in")).string();
     const std::string tmp_out = tmp_in.substr(0, tmp_in.size() - 3) + "-out";
     std::mt19937_64 rng(1);
     std::printf("%s  %s, median of %d\n", "store_bench", store->describe().c_str(), reps);
@@ -104,13 +105,14 @@ int main(int argc, char** argv) {
         (void)store->remove(key + ".f");
       }
       auto rate = [&](const std::vector<double>& s) { return static_cast<double>(mib) / median(s); };
-      std::printf("%5lluMiB %12.1f %12.1f %14.1f %14.1f\n", static_cast<unsigned long long>(mib), rate(put_s), rate(get_s),
-                  rate(putf_s), rate(getf_s));
+      std::printf("%5lluMiB %12.1f %12.1f %14.1f %14.1f\n", static_cast<unsigned long long>(mib), rate(put_s),
+                  rate(get_s), rate(putf_s), rate(getf_s));
       if (json)
-        std::printf("{\"store\":\"%s\",\"size_mib\":%llu,\"reps\":%d,\"put_mibps\":%.1f,\"get_mibps\":%.1f,"
-                    "\"put_file_mibps\":%.1f,\"get_file_mibps\":%.1f}\n",
-                    store->describe().c_str(), static_cast<unsigned long long>(mib), reps, rate(put_s), rate(get_s),
-                    rate(putf_s), rate(getf_s));
+        std::printf(
+            "{\"store\":\"%s\",\"size_mib\":%llu,\"reps\":%d,\"put_mibps\":%.1f,\"get_mibps\":%.1f,"
+            "\"put_file_mibps\":%.1f,\"get_file_mibps\":%.1f}\n",
+            store->describe().c_str(), static_cast<unsigned long long>(mib), reps, rate(put_s), rate(get_s),
+            rate(putf_s), rate(getf_s));
     }
     std::filesystem::remove(tmp_in);
     std::filesystem::remove(tmp_out);

@@ -96,13 +96,16 @@ int main(int argc, char** argv) {
   // The GEMM ceiling, as the environment is set (OPENBLAS_CORETYPE and threads), or the GPU's.
   const int64_t n = dev.is_cuda() ? 8192 : 2048;
   auto a = at::randn({n, n}).to(dt).to(dev), b = at::randn({n, n}).to(dt).to(dev);
-  auto sync = [&] { if (dev.is_cuda()) (void)a.sum().item<double>(); };
+  auto sync = [&] {
+    if (dev.is_cuda()) (void)a.sum().item<double>();
+  };
   std::vector<double> gemm;
   (void)at::mm(a, b);
-  for (int i = 0; i < 5; ++i) gemm.push_back(bench::seconds_of([&] {
-    (void)at::mm(a, b);
-    sync();
-  }));
+  for (int i = 0; i < 5; ++i)
+    gemm.push_back(bench::seconds_of([&] {
+      (void)at::mm(a, b);
+      sync();
+    }));
   const double ceiling = 2.0 * n * n * n / bench::median(gemm);
 
   std::fprintf(stderr, "building random %s (%.0fM params), LoRA r=%lld on all linear modules...\n", shape.c_str(),
@@ -153,18 +156,21 @@ int main(int argc, char** argv) {
   const double flops = step_flops(cfg, r, batch, prompt, completion);
   if (json) {
     std::printf(
-        "{\"impl\": \"bucketrl\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", \"params\": %lld, \"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
+        "{\"impl\": \"bucketrl\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", \"params\": %lld, "
+        "\"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
         "\"r\": %lld, \"threads\": %d, \"step_seconds\": %.4f, \"tokens_per_second\": %.1f, \"step_gflop\": %.2f, "
         "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f}\n",
-        device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(cfg.num_parameters()), static_cast<long long>(batch),
-        static_cast<long long>(prompt), static_cast<long long>(completion), static_cast<long long>(r), threads, sec,
-        tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9, flops / sec / ceiling, loss);
+        device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(cfg.num_parameters()),
+        static_cast<long long>(batch), static_cast<long long>(prompt), static_cast<long long>(completion),
+        static_cast<long long>(r), threads, sec, tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9,
+        flops / sec / ceiling, loss);
   } else {
-    std::printf("%s %s %s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
-                "%.0f %% of the %.0f GFLOP/s GEMM ceiling\n",
-                device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(batch), static_cast<long long>(prompt + completion), sec,
-                static_cast<long long>(repeats), tokens / sec, flops / 1e9, flops / sec / 1e9, 100 * flops / sec / ceiling,
-                ceiling / 1e9);
+    std::printf(
+        "%s %s %s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
+        "%.0f %% of the %.0f GFLOP/s GEMM ceiling\n",
+        device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(batch),
+        static_cast<long long>(prompt + completion), sec, static_cast<long long>(repeats), tokens / sec, flops / 1e9,
+        flops / sec / 1e9, 100 * flops / sec / ceiling, ceiling / 1e9);
   }
   return 0;
 }

@@ -11,11 +11,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   const auto ini = brl::store::parse_ini(text);
   auto trimmed = [](const std::string& s) {
-    return s.empty() || (!std::isspace(static_cast<unsigned char>(s.front())) && !std::isspace(static_cast<unsigned char>(s.back())));
+    return s.empty() || (!std::isspace(static_cast<unsigned char>(s.front())) &&
+                         !std::isspace(static_cast<unsigned char>(s.back())));
   };
   for (auto& [section, kv] : ini) {
     if (!trimmed(section) || section.find('\n') != std::string::npos) __builtin_trap();
-    if (section.rfind("profile", 0) == 0 && section.size() > 7 && std::isspace(static_cast<unsigned char>(section[7])) &&
+    if (section.rfind("profile", 0) == 0 && section.size() > 7 &&
+        std::isspace(static_cast<unsigned char>(section[7])) &&
         (section[7] != ' ' || (section.size() > 8 && std::isspace(static_cast<unsigned char>(section[8])))))
       __builtin_trap();
     for (auto& [k, v] : kv) {

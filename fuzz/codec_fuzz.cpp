@@ -56,7 +56,8 @@ void topk_round_trip(const uint8_t* data, size_t size) {
     // The run's k-th largest magnitude: every sent one is at least it, every dropped one at most it.
     std::vector<float> mags;
     for (size_t i = lo; i < lo + len; ++i) mags.push_back(std::fabs(x[i]));
-    std::nth_element(mags.begin(), mags.begin() + static_cast<std::ptrdiff_t>(k - 1), mags.end(), std::greater<float>());
+    std::nth_element(mags.begin(), mags.begin() + static_cast<std::ptrdiff_t>(k - 1), mags.end(),
+                     std::greater<float>());
     const double kth = mags[k - 1];
     double hi = 0;
     for (float m : mags) hi = std::max(hi, static_cast<double>(m));
@@ -70,7 +71,8 @@ void topk_round_trip(const uint8_t* data, size_t size) {
       if (std::fabs(x[i]) < kth || x[i] == 0) __builtin_trap();  // a smaller one (or a zero) was sent
       if (std::signbit(x[i]) != std::signbit(y[i])) __builtin_trap();
       // Slack: float rounding, relative to hi, and half the subnormal spacing (2^-150) absolute.
-      if (std::fabs(static_cast<double>(x[i]) - y[i]) > (hi - kth) / (2 * L) + 4 * 0x1p-24 * hi + 0x1p-149) __builtin_trap();
+      if (std::fabs(static_cast<double>(x[i]) - y[i]) > (hi - kth) / (2 * L) + 4 * 0x1p-24 * hi + 0x1p-149)
+        __builtin_trap();
     }
     if (sent > k) __builtin_trap();
   }

@@ -46,8 +46,8 @@ bool carries_token(const std::string& header) {
   for (size_t i = 0; i < body; ++i)
     if (!std::isalnum(static_cast<unsigned char>(cred[i])) && cred[i] != '+' && cred[i] != '/') return false;
   std::string plain(cred.size(), '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(plain.data()), reinterpret_cast<const unsigned char*>(cred.data()),
-                          static_cast<int>(cred.size()));
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(plain.data()),
+                          reinterpret_cast<const unsigned char*>(cred.data()), static_cast<int>(cred.size()));
   if (n < 0) return false;
   plain.resize(static_cast<size_t>(n));
   for (size_t i = cred.size(); i > 0 && cred[i - 1] == '='; --i) plain.pop_back();  // EVP keeps padding's zero bytes
@@ -62,8 +62,15 @@ bool is_tchar(char c) {
 const obs::HttpServer& server() {
   static obs::HttpServer* s = [] {
     auto* srv = new obs::HttpServer(obs::ListenAddress{"0.0.0.0", 0, false}, kToken);  // never started
-    srv->route("/status", [](const obs::HttpRequest&) { return obs::HttpResponse{200, "text/plain", "private\n", {}}; });
-    srv->route("/health", [](const obs::HttpRequest&) { return obs::HttpResponse{200, "text/plain", "ok\n", {}}; }, true);
+    srv->route("/status", [](const obs::HttpRequest&) {
+      return obs::HttpResponse{200, "text/plain", "private\n", {}};
+    });
+    srv->route(
+        "/health",
+        [](const obs::HttpRequest&) {
+          return obs::HttpResponse{200, "text/plain", "ok\n", {}};
+        },
+        true);
     return srv;
   }();
   return *s;
@@ -110,6 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (q.path != "/status" && q.path != "/health" && resp.status != 404) __builtin_trap();
   const std::string wire = obs::format_response(resp, q.method == "HEAD");
   const std::string cl = "Content-Length: " + std::to_string(resp.body.size()) + "\r\n";
-  if (wire.rfind("HTTP/1.1 " + std::to_string(resp.status) + " ", 0) != 0 || wire.find(cl) == std::string::npos) __builtin_trap();
+  if (wire.rfind("HTTP/1.1 " + std::to_string(resp.status) + " ", 0) != 0 || wire.find(cl) == std::string::npos)
+    __builtin_trap();
   return 0;
 }

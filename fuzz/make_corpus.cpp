@@ -51,8 +51,8 @@ void safetensors_seeds() {
 }
 
 void codec_seeds() {
-  for (codec::Kind k : {codec::Kind::fp32, codec::Kind::bf16, codec::Kind::int8, codec::Kind::int4, codec::Kind::topk_int2,
-                        codec::Kind::topk_int4}) {
+  for (codec::Kind k : {codec::Kind::fp32, codec::Kind::bf16, codec::Kind::int8, codec::Kind::int4,
+                        codec::Kind::topk_int2, codec::Kind::topk_int4}) {
     const std::string kn = codec::kind_name(k);
     codec::Options o{k, 8, 0};
     o.topk_chunk = 16;
@@ -74,9 +74,16 @@ void codec_seeds() {
 }
 
 void update_seeds() {
-  protocol::UpdateHeader h{.worker = "w0", .id = protocol::make_update_id(1764770000000, 0xabcdef12),
-                           .base_version = 3, .steps = 4, .samples = 64, .reward_mean = 0.25, .reward_std = 0.5,
-                           .accuracy = 0.125, .created_ms = 1764770000000, .seconds = 1.5};
+  protocol::UpdateHeader h{.worker = "w0",
+                           .id = protocol::make_update_id(1764770000000, 0xabcdef12),
+                           .base_version = 3,
+                           .steps = 4,
+                           .samples = 64,
+                           .reward_mean = 0.25,
+                           .reward_std = 0.5,
+                           .accuracy = 0.125,
+                           .created_ms = 1764770000000,
+                           .seconds = 1.5};
   for (codec::Kind k : {codec::Kind::fp32, codec::Kind::int4}) {
     h.codec = codec::kind_name(k);
     put("update", h.codec, protocol::encode_update(h, codec::encode(small_delta(), {k, 8, 3})));
@@ -94,22 +101,30 @@ void records_seeds() {
       .config = {{"lora", {{"r", 8}, {"lora_alpha", 16}}}, {"sync", {{"codec", "int8"}}}}};
   put("records", "run", std::string(1, '\0') + r.to_json().dump());
 
-  protocol::Manifest m{
-      .version = 2,
-      .parent = 1,
-      .created_ms = 1764770000000,
-      .proxy = "proxy-a",
-      .payload_key = "global/v00000002/adapter-0123456789abcdef.safetensors",
-      .payload_sha256 = std::string(64, 'e'),
-      .payload_size = 123456,
-      .updates = {{"w0", "1764770000000-abcdef12", std::string(64, 'f'), std::string(64, '0'), 999, 1, 1, 4, 64, 0.75, 0.25, 0.5}},
-      .rejected = {{"w1", "1764770000001-00000001", "stale: base_version 0, 2 versions behind"}},
-      .cursors = {{"w0", "1764770000000-abcdef12"}, {"w1", "1764770000001-00000001"}},
-      .stats = {{"samples", 64}, {"seconds", 0.01}}};
+  protocol::Manifest m{.version = 2,
+                       .parent = 1,
+                       .created_ms = 1764770000000,
+                       .proxy = "proxy-a",
+                       .payload_key = "global/v00000002/adapter-0123456789abcdef.safetensors",
+                       .payload_sha256 = std::string(64, 'e'),
+                       .payload_size = 123456,
+                       .updates = {{"w0", "1764770000000-abcdef12", std::string(64, 'f'), std::string(64, '0'), 999, 1,
+                                    1, 4, 64, 0.75, 0.25, 0.5}},
+                       .rejected = {{"w1", "1764770000001-00000001", "stale: base_version 0, 2 versions behind"}},
+                       .cursors = {{"w0", "1764770000000-abcdef12"}, {"w1", "1764770000001-00000001"}},
+                       .stats = {{"samples", 64}, {"seconds", 0.01}}};
   put("records", "manifest", std::string(1, '\1') + m.to_json().dump());
 
-  protocol::Heartbeat hb{.worker = "w0", .host = "node-1", .state = "training", .pid = 4242, .time_ms = 1764770000000,
-                         .step = 17, .version = 2, .updates = 3, .samples_per_s = 12.5, .bytes_uploaded = 1 << 20};
+  protocol::Heartbeat hb{.worker = "w0",
+                         .host = "node-1",
+                         .state = "training",
+                         .pid = 4242,
+                         .time_ms = 1764770000000,
+                         .step = 17,
+                         .version = 2,
+                         .updates = 3,
+                         .samples_per_s = 12.5,
+                         .bytes_uploaded = 1 << 20};
   put("records", "heartbeat", std::string(1, '\2') + hb.to_json().dump());
 
   protocol::EvalRecord e{2, 200, 1764770000000, 0.55, 0.55};

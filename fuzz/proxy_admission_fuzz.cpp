@@ -110,7 +110,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string why;
     for (auto& [reason, n] : c.rejected_by_reason) why += " " + reason;
     std::fprintf(stderr, "proxy_admission: %s run, %s%s\n", signed_run ? "signed" : "unsigned",
-                 published ? "folded" : c.rejected ? "rejected:" : "not considered", why.c_str());
+                 published    ? "folded"
+                 : c.rejected ? "rejected:"
+                              : "not considered",
+                 why.c_str());
   }
   if (c.accepted + c.rejected > 1) __builtin_trap();
   for (auto& [reason, n] : c.rejected_by_reason)

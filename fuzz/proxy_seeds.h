@@ -30,8 +30,8 @@ inline std::vector<codec::Tensor> proxy_seed_v0() {
 inline std::vector<std::string> proxy_seed_updates(bool signed_only = false) {
   std::vector<codec::Tensor> d{{kSeedA, {2, 4}, {0.01f, -0.02f, 0.03f, 0, 0.02f, 0.01f, -0.01f, 0.04f}},
                                {kSeedB, {4, 2}, {0.05f, -0.05f, 0.02f, 0.01f, 0, 0.03f, -0.02f, 0.01f}}};
-  const codec::Kind kinds[] = {codec::Kind::fp32, codec::Kind::bf16, codec::Kind::int8, codec::Kind::int4,
-                               codec::Kind::topk_int4, codec::Kind::fp32};
+  const codec::Kind kinds[] = {codec::Kind::fp32, codec::Kind::bf16,      codec::Kind::int8,
+                               codec::Kind::int4, codec::Kind::topk_int4, codec::Kind::fp32};
   std::vector<std::string> out;
   for (int i = 0; i < (signed_only ? 5 : 6); ++i) {
     codec::Options o;

@@ -34,10 +34,13 @@ void listing(const std::string& in) {
     out += "<Contents><Key>" + xml_escape(o.key) + "</Key><Size>" + std::to_string(o.size) + "</Size><ETag>\"" +
            xml_escape(o.etag) + "\"</ETag></Contents>";
   }
-  if (!page.next.empty()) out += "<IsTruncated>true</IsTruncated><NextContinuationToken>" + xml_escape(page.next) + "</NextContinuationToken>";
+  if (!page.next.empty())
+    out +=
+        "<IsTruncated>true</IsTruncated><NextContinuationToken>" + xml_escape(page.next) + "</NextContinuationToken>";
   out += "</ListBucketResult>";
   auto back = parse_list_v2(out, "");
-  if (!back.is_ok() || back.value().objects.size() != page.objects.size() || back.value().next != page.next) __builtin_trap();
+  if (!back.is_ok() || back.value().objects.size() != page.objects.size() || back.value().next != page.next)
+    __builtin_trap();
   for (size_t i = 0; i < page.objects.size(); ++i) {
     const auto &a = page.objects[i], &b = back.value().objects[i];
     // An ETag that was "\"x\"" inside its quotes loses one quote pair per parse: compare what we wrote.

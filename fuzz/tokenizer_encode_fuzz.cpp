@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int32_t> ids;
   try {
     ids = t.encode(text, special);
-  } catch (const std::exception&) {  // a character with neither a token nor unk
+  } catch (const std::exception&) {    // a character with neither a token nor unk
     if (which == 0) __builtin_trap();  // every byte is a token there
     return 0;
   }

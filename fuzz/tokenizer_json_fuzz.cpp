@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int32_t> all;
   for (int32_t id = 0; id < n && id < 4096; ++id) all.push_back(id);
   for (bool skip : {false, true}) (void)t.decode(all, skip);
-  for (std::string_view s : {"", "hello world", "  a  b\n\n c", "caf\xC3\xA9 \xE2\x96\x81x", "\xFF\xC3", "<s>x</s><|end|>"}) {
+  for (std::string_view s :
+       {"", "hello world", "  a  b\n\n c", "caf\xC3\xA9 \xE2\x96\x81x", "\xFF\xC3", "<s>x</s><|end|>"}) {
     for (bool special : {false, true}) {
       std::vector<int32_t> ids;
       try {

@@ -30,6 +30,8 @@ test_pkgs=(
   # The sanitizer and fuzz builds (scripts/sanitize.sh, scripts/fuzz.sh): clang with its
   # sanitizer and libFuzzer runtimes (only recommended by clang, so named), llvm-symbolizer.
   clang libclang-rt-14-dev llvm-14
+  # The layout check (scripts/format.sh --check, first in CI).
+  clang-format-14
 )
 want=("${pkgs[@]}")
 [[ $WITH_TESTS == 1 ]] && want+=("${test_pkgs[@]}")

@@ -8,8 +8,8 @@
 
 #include "model/device.h"
 
-#define REQUIRE_GPU()                                                                                   \
-  if (!brl::model::cuda_available())                                                                   \
+#define REQUIRE_GPU()                \
+  if (!brl::model::cuda_available()) \
   GTEST_SKIP() << "no CUDA device here (" << brl::model::describe_compute() << "): runs on a GPU machine"
 
 namespace brl::test {

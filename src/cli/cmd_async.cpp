@@ -53,7 +53,8 @@ cli::RunFn setup_init(CLI::App& app) {
     return 0;
   };
 }
-cli::Register init_reg("init", "create a run in a bucket: upload the base model, write run.json and version 0", setup_init);
+cli::Register init_reg("init", "create a run in a bucket: upload the base model, write run.json and version 0",
+                       setup_init);
 
 cli::RunFn setup_worker(CLI::App& app) {
   static worker::WorkerOptions o;
@@ -66,18 +67,22 @@ cli::RunFn setup_worker(CLI::App& app) {
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--max-steps", o.max_steps, "stop after this many GRPO steps");
   app.add_option("--slowdown", o.slowdown, "benchmarks: run this many times slower");
-  app.add_option("--signing-key", o.signing_key, "Ed25519 private key (PEM) to sign updates with (env BRL_SIGNING_KEY_FILE)");
-  app.add_option("--device", o.device, "where to generate and train: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (default: the run's model.device)");
+  app.add_option("--signing-key", o.signing_key,
+                 "Ed25519 private key (PEM) to sign updates with (env BRL_SIGNING_KEY_FILE)");
+  app.add_option("--device", o.device,
+                 "where to generate and train: "
+                 "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
+                 " (default: the run's model.device)");
   return [] {
     parse_shard(shard, &o.shard, &o.num_shards);
     cli::init_compute(o.threads);
     auto s = worker::run_worker(o, cli::stop_on_signals());
-    std::printf("worker: %lld steps, %lld updates (%llu bytes), %lld versions adopted\n", static_cast<long long>(s.steps),
-                static_cast<long long>(s.updates), static_cast<unsigned long long>(s.bytes_uploaded),
-                static_cast<long long>(s.adopted));
+    std::printf("worker: %lld steps, %lld updates (%llu bytes), %lld versions adopted\n",
+                static_cast<long long>(s.steps), static_cast<long long>(s.updates),
+                static_cast<unsigned long long>(s.bytes_uploaded), static_cast<long long>(s.adopted));
     if (s.lost_steps > 0)
-      std::fprintf(stderr, "worker: the last %lld steps could not be uploaded: %s\n", static_cast<long long>(s.lost_steps),
-                   s.last_error.c_str());
+      std::fprintf(stderr, "worker: the last %lld steps could not be uploaded: %s\n",
+                   static_cast<long long>(s.lost_steps), s.last_error.c_str());
     return s.lost_steps > 0 ? 1 : 0;
   };
 }
@@ -122,10 +127,12 @@ cli::RunFn setup_proxy(CLI::App& app) {
     p.run(stop);
     auto& c = p.counters();
     std::string why;
-    for (auto& [reason, n] : c.rejected_by_reason) why += (why.empty() ? " (" : ", ") + reason + " " + std::to_string(n);
+    for (auto& [reason, n] : c.rejected_by_reason)
+      why += (why.empty() ? " (" : ", ") + reason + " " + std::to_string(n);
     std::printf("proxy: at version %lld; published %lld, accepted %lld, rejected %lld updates%s\n",
-                static_cast<long long>(p.version()), static_cast<long long>(c.published), static_cast<long long>(c.accepted),
-                static_cast<long long>(c.rejected), why.empty() ? "" : (why + ")").c_str());
+                static_cast<long long>(p.version()), static_cast<long long>(c.published),
+                static_cast<long long>(c.accepted), static_cast<long long>(c.rejected),
+                why.empty() ? "" : (why + ")").c_str());
     return 0;
   };
 }
@@ -137,14 +144,18 @@ cli::RunFn setup_evaluator(CLI::App& app) {
   app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
   app.add_option("--threads", o.threads, "compute threads");
   app.add_option("--min-interval", o.min_interval_s, "at most one evaluation per this many seconds");
-  app.add_option("--device", o.device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (default: the run's model.device)");
+  app.add_option("--device", o.device,
+                 "where to evaluate: "
+                 "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
+                 " (default: the run's model.device)");
   return [] {
     cli::init_compute(o.threads);
     worker::run_evaluator(o, cli::stop_on_signals());
     return 0;
   };
 }
-cli::Register evaluator_reg("evaluator", "evaluate each new global version on held-out prompts (evals/ in the bucket)", setup_evaluator);
+cli::Register evaluator_reg("evaluator", "evaluate each new global version on held-out prompts (evals/ in the bucket)",
+                            setup_evaluator);
 
 cli::RunFn setup_run(CLI::App& app) {
   static std::string config;
@@ -158,19 +169,25 @@ cli::RunFn setup_run(CLI::App& app) {
   app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out accuracy reaches this");
   app.add_option("--eval-interval", o.eval_interval_s, "at most one held-out evaluation per this many seconds");
   static bool barrier = false;
-  app.add_flag("--sync", barrier, "the synchronous baseline: a barrier per round of sync_steps steps (sync.mode = sync)");
+  app.add_flag("--sync", barrier,
+               "the synchronous baseline: a barrier per round of sync_steps steps (sync.mode = sync)");
   app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
   o.http = obs::kDefaultProxyHttp;
-  app.add_option("--http", o.http, "the proxy's dashboard and endpoints on ADDR:PORT (off: none)")->capture_default_str();
+  app.add_option("--http", o.http, "the proxy's dashboard and endpoints on ADDR:PORT (off: none)")
+      ->capture_default_str();
   static std::string device;
-  app.add_option("--device", device, "where the workers and the evaluator run: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (sets model.device)");
+  app.add_option("--device", device,
+                 "where the workers and the evaluator run: "
+                 "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
+                 " (sets model.device)");
   return [] {
     if (barrier) sets.push_back("sync.mode=sync");
     if (!device.empty()) sets.push_back("model.device=" + device);
     RunConfig cfg = load_config(config, sets);
     cli::init_compute(1);
     if (auto a = obs::parse_listen_address(o.http); !a.off)
-      LOG_INFO("run: dashboard at http://{}:{}/ (served by the proxy; see its log if it does not answer)", a.host, a.port);
+      LOG_INFO("run: dashboard at http://{}:{}/ (served by the proxy; see its log if it does not answer)", a.host,
+               a.port);
     auto s = launch::run_local(cfg, o, cli::stop_on_signals());
     std::printf("run: %lld versions from %lld updates in %.0f s; held-out accuracy %.3f -> %.3f; adapter: %s\n%s\n",
                 static_cast<long long>(s.versions), static_cast<long long>(s.updates), s.seconds, s.initial_accuracy,

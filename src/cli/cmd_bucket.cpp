@@ -55,7 +55,8 @@ std::string path_of_url(const std::string& url) {
   if (url.rfind("file://", 0) == 0) {
     std::string p = url.substr(7);
     if (p.rfind("localhost/", 0) == 0) p = p.substr(9);
-    if (p.empty() || p[0] != '/') throw UserError("'" + url + "' is not file:///absolute/path", "a file URL has three slashes");
+    if (p.empty() || p[0] != '/')
+      throw UserError("'" + url + "' is not file:///absolute/path", "a file URL has three slashes");
     return p;
   }
   return url;
@@ -127,7 +128,8 @@ int run_ls(const std::vector<std::string>& urls, bool recursive) {
       ::gmtime_r(&t, &tm);
       char when[32];
       std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-      std::printf("%s %10llu  %s%s\n", when, static_cast<unsigned long long>(o.size), loc.url_base.c_str(), o.key.c_str());
+      std::printf("%s %10llu  %s%s\n", when, static_cast<unsigned long long>(o.size), loc.url_base.c_str(),
+                  o.key.c_str());
     }
   }
   return 0;
@@ -138,13 +140,15 @@ int run_ls(const std::vector<std::string>& urls, bool recursive) {
 int run_cp(const std::string& src_url, const std::string& dst_url, bool create_only) {
   Location src = resolve(src_url, true, false);
   Location dst = resolve(dst_url, true, false);
-  const std::string src_name = src.is_local_file() ? std::filesystem::path(src.local_path).filename().string() : basename_of(src.key);
+  const std::string src_name =
+      src.is_local_file() ? std::filesystem::path(src.local_path).filename().string() : basename_of(src.key);
   if (src_name.empty()) throw UserError("bucket cp: source '" + src_url + "' names no object", "give the full key");
   // A destination folder or prefix (trailing '/', empty key, existing folder) gets the source's name.
   if (dst.is_local_file()) {
     if (dst_url.back() == '/' || is_dir(dst.local_path)) dst.local_path += "/" + src_name;
   } else if (dst_url.back() == '/' || dst.key.empty()) {
-    if (dst.url_base.rfind("file://", 0) == 0) dst = resolve(dst_url + (dst_url.back() == '/' ? "" : "/") + src_name, true, false);
+    if (dst.url_base.rfind("file://", 0) == 0)
+      dst = resolve(dst_url + (dst_url.back() == '/' ? "" : "/") + src_name, true, false);
     else dst.key += (dst.key.empty() || dst.key.back() == '/' ? "" : "/") + src_name;
   } else if (!dst.local_path.empty() && is_dir(dst.local_path)) {
     dst = resolve(dst_url + "/" + src_name, true, false);
@@ -166,7 +170,9 @@ int run_cp(const std::string& src_url, const std::string& dst_url, bool create_o
     // Bucket to bucket: through a local temporary file, streamed both ways.
     std::string tmp = (std::filesystem::temp_directory_path() / "bucketrl-cp-XXXXXX").string();
     int fd = ::mkstemp(tmp.data());
-    if (fd < 0) throw UserError("bucket cp: cannot create a temporary file in " + std::filesystem::temp_directory_path().string());
+    if (fd < 0)
+      throw UserError("bucket cp: cannot create a temporary file in " +
+                      std::filesystem::temp_directory_path().string());
     ::close(fd);
     Status st = src.store->get_file(src.key, tmp);
     if (st) st = dst.store->put_file(dst.key, tmp, po);
@@ -215,7 +221,9 @@ int run_rm(const std::vector<std::string>& urls, bool recursive) {
     for (const auto& k : keys) {
       Status st = loc.store->remove(k);
       if (st) std::printf("removed %s%s\n", loc.url_base.c_str(), k.c_str());
-      else std::fprintf(stderr, "error: bucket rm %s%s: %s\n", loc.url_base.c_str(), k.c_str(), st.to_string().c_str()), ++failed;
+      else
+        std::fprintf(stderr, "error: bucket rm %s%s: %s\n", loc.url_base.c_str(), k.c_str(), st.to_string().c_str()),
+            ++failed;
     }
   }
   return failed ? 1 : 0;
@@ -245,7 +253,8 @@ brl::cli::RunFn setup_bucket(CLI::App& app) {
   ls->add_flag("-r,--recursive", a->recursive, "list every key below, instead of grouping by the next '/'");
   auto* cp = app.add_subcommand("cp", "copy one object: local file <-> bucket, or bucket -> bucket");
   cp->add_option("src", a->src, "a local file or an object URL")->required();
-  cp->add_option("dst", a->dst, "a local file/folder or an object URL (trailing '/' keeps the source name)")->required();
+  cp->add_option("dst", a->dst, "a local file/folder or an object URL (trailing '/' keeps the source name)")
+      ->required();
   cp->add_flag("--create-only", a->create_only, "fail if the destination object exists (atomic)");
   auto* cat = app.add_subcommand("cat", "write objects to stdout");
   cat->add_option("url", a->urls, "object URLs")->required();
@@ -260,6 +269,7 @@ brl::cli::RunFn setup_bucket(CLI::App& app) {
     return 2;
   };
 }
-brl::cli::Register reg("bucket", "look into a run's bucket: ls, cp, cat, rm (s3://BUCKET/KEY, file:///DIR/KEY, paths)", setup_bucket);
+brl::cli::Register reg("bucket", "look into a run's bucket: ls, cp, cat, rm (s3://BUCKET/KEY, file:///DIR/KEY, paths)",
+                       setup_bucket);
 
 }  // namespace

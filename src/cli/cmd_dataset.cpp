@@ -29,8 +29,9 @@ cli::RunFn setup_dataset(CLI::App& app) {
     RunConfig cfg = config.empty() ? RunConfig() : RunConfig::from_file(config);
     cfg.apply_overrides(sets);
     if (num_shards < 1 || shard < 0 || shard >= num_shards)
-      throw UserError("dataset: shard " + std::to_string(shard) + " of " + std::to_string(num_shards) + " does not exist",
-                      "use 0 <= --shard < --num-shards");
+      throw UserError(
+          "dataset: shard " + std::to_string(shard) + " of " + std::to_string(num_shards) + " does not exist",
+          "use 0 <= --shard < --num-shards");
     auto task = tasks::make_task(cfg.task);
     auto print = [](const tasks::Example& e) {
       nlohmann::json j = e.extra.is_object() ? e.extra : nlohmann::json::object();
@@ -48,6 +49,7 @@ cli::RunFn setup_dataset(CLI::App& app) {
     return 0;
   };
 }
-cli::Register dataset_reg("dataset", "print a task's training stream or held-out set as JSONL (prompt, answer)", setup_dataset);
+cli::Register dataset_reg("dataset", "print a task's training stream or held-out set as JSONL (prompt, answer)",
+                          setup_dataset);
 
 }  // namespace

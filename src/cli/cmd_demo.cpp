@@ -55,8 +55,9 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
                  "fast: two-digit addition, a base with a wrong habit GRPO removes (about a minute); "
                  "skill: three-digit addition, a base stopped early, GRPO lifts sampled pass@1 (minutes)")
       ->capture_default_str();
-  auto* out_opt = app.add_option("--out", o.out, "working folder (base model cached here; bucket, logs, adapter) "
-                                                 "[default: runs/demo, runs/demo-skill]");
+  auto* out_opt = app.add_option("--out", o.out,
+                                 "working folder (base model cached here; bucket, logs, adapter) "
+                                 "[default: runs/demo, runs/demo-skill]");
   auto* limit_opt = app.add_option("--time-limit", o.time_limit_s,
                                    "seconds for the whole demo, pretraining included [default: 600, skill 900]");
   auto* target_opt = app.add_option("--target-accuracy", o.target_accuracy,
@@ -66,11 +67,15 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
   app.add_option("--workers", o.workers, "worker processes (0 = one process, no bucket)")->capture_default_str();
   app.add_flag("--sync", o.sync, "the synchronous baseline: a barrier per round (sync.mode = sync)");
   app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
-  app.add_option("--eval-interval", o.eval_interval_s, "seconds between the evaluator's held-out evaluations (at least)")
+  app.add_option("--eval-interval", o.eval_interval_s,
+                 "seconds between the evaluator's held-out evaluations (at least)")
       ->capture_default_str();
   app.add_option("--set", o.overrides, "override a run config key (section.key=value)");
   static std::string device;
-  app.add_option("--device", device, "where GRPO runs (the base is pretrained on the CPU): " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (sets model.device)");
+  app.add_option("--device", device,
+                 "where GRPO runs (the base is pretrained on the CPU): "
+                 "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
+                 " (sets model.device)");
   o.http = brl::obs::kDefaultProxyHttp;
   app.add_option("--http", o.http, "the proxy's live dashboard on ADDR:PORT (off: none)")->capture_default_str();
   return [=] {
@@ -95,22 +100,27 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto& r = d.run;
     const auto &a = r.first_eval, &b = r.last_eval;
-    std::printf("\ndemo: held-out accuracy %.3f -> %.3f (best %.3f)%s with %d workers over a bucket; %lld versions from "
-                "%lld updates\n",
-                r.initial_accuracy, r.final_accuracy, r.best_accuracy,
-                pass_change(a.k, a.pass_at_1, a.pass_at_k, b.k, b.pass_at_1, b.pass_at_k).c_str(), o.workers,
-                static_cast<long long>(r.versions), static_cast<long long>(r.updates));
-    std::printf("  time: %.0f s in all (base model %s, training %.0f s%s)\n", total,
-                d.base.cached ? "cached" : fmt::format("{:.0f} s", d.base.seconds).c_str(), r.seconds,
-                r.seconds_to_target >= 0 ? fmt::format(", target {:.2f} reached after {:.0f} s", o.target_accuracy,
-                                                       r.seconds_to_target).c_str()
-                                         : "");
+    std::printf(
+        "\ndemo: held-out accuracy %.3f -> %.3f (best %.3f)%s with %d workers over a bucket; %lld versions from "
+        "%lld updates\n",
+        r.initial_accuracy, r.final_accuracy, r.best_accuracy,
+        pass_change(a.k, a.pass_at_1, a.pass_at_k, b.k, b.pass_at_1, b.pass_at_k).c_str(), o.workers,
+        static_cast<long long>(r.versions), static_cast<long long>(r.updates));
+    std::printf(
+        "  time: %.0f s in all (base model %s, training %.0f s%s)\n", total,
+        d.base.cached ? "cached" : fmt::format("{:.0f} s", d.base.seconds).c_str(), r.seconds,
+        r.seconds_to_target >= 0
+            ? fmt::format(", target {:.2f} reached after {:.0f} s", o.target_accuracy, r.seconds_to_target).c_str()
+            : "");
     std::printf("  base model: %s\n  bucket: %s\n  adapter (PEFT): %s\n  %s\n", d.base.dir.c_str(), r.bucket.c_str(),
                 r.adapter_dir.c_str(), r.verify.summary().c_str());
     if (!r.verify.ok()) return 3;
-    return (recipe.target_metric == brl::TargetMetric::pass_at_1 ? b.pass_at_1 : r.final_accuracy) >= o.target_accuracy ? 0 : 2;
+    return (recipe.target_metric == brl::TargetMetric::pass_at_1 ? b.pass_at_1 : r.final_accuracy) >= o.target_accuracy
+               ? 0
+               : 2;
   };
 }
-brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA over a bucket, report held-out accuracy", setup_demo);
+brl::cli::Register reg("demo", "make a base model, train it with GRPO + LoRA over a bucket, report held-out accuracy",
+                       setup_demo);
 
 }  // namespace

@@ -51,8 +51,8 @@ int run(const Args& a) {
                           {"finish_reason", brl::gen::finish_reason_name(c.finish)}};
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-      if (out.size() > 1) std::printf("--- completion %lld (%s)\n", (long long)c.sample_index,
-                                      brl::gen::finish_reason_name(c.finish));
+      if (out.size() > 1)
+        std::printf("--- completion %lld (%s)\n", (long long)c.sample_index, brl::gen::finish_reason_name(c.finish));
       std::printf("%s%s\n", a.prompt.c_str(), text.c_str());
     }
   }
@@ -63,20 +63,20 @@ brl::cli::RunFn setup_generate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   app.add_option("--model", a->model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
       ->required();
-  app.add_option("--adapter", a->adapter_dir, "PEFT adapter folder to apply (adapter_model.safetensors + adapter_config.json)");
+  app.add_option("--adapter", a->adapter_dir,
+                 "PEFT adapter folder to apply (adapter_model.safetensors + adapter_config.json)");
   app.add_option("--prompt", a->prompt, "prompt text")->required();
-  app.add_option("-n,--num-generations", a->gen.num_generations, "completions to sample")
-      ->default_val(1);
-  app.add_option("--temperature", a->gen.temperature, "sampling temperature; 0 = greedy")
-      ->default_val(1.0);
+  app.add_option("-n,--num-generations", a->gen.num_generations, "completions to sample")->default_val(1);
+  app.add_option("--temperature", a->gen.temperature, "sampling temperature; 0 = greedy")->default_val(1.0);
   app.add_option("--top-k", a->gen.top_k, "keep the k most likely tokens; 0 = off")->default_val(0);
   app.add_option("--top-p", a->gen.top_p, "nucleus sampling mass; 1 = off")->default_val(1.0);
-  app.add_option("--max-new-tokens", a->gen.max_new_tokens, "tokens to generate at most")
-      ->default_val(128);
+  app.add_option("--max-new-tokens", a->gen.max_new_tokens, "tokens to generate at most")->default_val(128);
   app.add_option("--seed", a->gen.seed, "random seed (same seed, same samples)")->default_val(0);
   app.add_option("--stop-id", a->gen.stop_token_ids, "extra stop token ids (eos always stops)");
-  app.add_option("--dtype", a->dtype, "weights: auto (bf16 on a GPU, f32 on the CPU) | f32 | bf16")->default_val("auto");
-  app.add_option("--device", a->device, "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->default_val("auto");
+  app.add_option("--dtype", a->dtype, "weights: auto (bf16 on a GPU, f32 on the CPU) | f32 | bf16")
+      ->default_val("auto");
+  app.add_option("--device", a->device, "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")
+      ->default_val("auto");
   app.add_flag("--add-special-tokens", a->add_special, "let the tokenizer add BOS etc. to the prompt");
   app.add_flag("--json", a->json, "one JSON object per completion: text, token_ids, logprobs");
   return [a] { return run(*a); };

@@ -27,7 +27,8 @@ cli::RunFn setup_keygen(CLI::App& app) {
     const std::string priv = out + ".pem", pub = out + ".pub";
     for (auto& p : {priv, pub})
       if (std::filesystem::exists(p))
-        throw UserError("keygen: " + p + " exists", "keygen does not overwrite keys; choose another --out or remove the old files");
+        throw UserError("keygen: " + p + " exists",
+                        "keygen does not overwrite keys; choose another --out or remove the old files");
     auto key = ed25519::SigningKey::generate();
     key.save(priv);
     const std::string line = ed25519::format_public_key(key.public_key());

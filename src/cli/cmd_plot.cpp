@@ -27,6 +27,8 @@ cli::RunFn setup_plot(CLI::App& app) {
     return 0;
   };
 }
-cli::Register plot_reg("plot", "SVG charts of a run from its bucket: reward over time and per version, versions over time", setup_plot);
+cli::Register plot_reg("plot",
+                       "SVG charts of a run from its bucket: reward over time and per version, versions over time",
+                       setup_plot);
 
 }  // namespace

@@ -14,7 +14,8 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
   app.add_option("--out", o.out_dir, "output HF folder")->capture_default_str();
   app.add_option("--task", t.name, "arithmetic | countdown")->capture_default_str();
   app.add_option("--max-steps", o.max_steps, "step limit")->capture_default_str();
-  app.add_option("--target-accuracy", o.target_accuracy, "stop when greedy skill on the validation set reaches this")->capture_default_str();
+  app.add_option("--target-accuracy", o.target_accuracy, "stop when greedy skill on the validation set reaches this")
+      ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app.add_option("--learning-rate", o.learning_rate, "AdamW learning rate")->capture_default_str();
   app.add_option("--hidden-size", o.hidden_size, "model width")->capture_default_str();
@@ -23,9 +24,10 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
   app.add_option("--label-error-rate", o.label_error_rate,
                  "teach a wrong habit: this fraction of answers shown as answer + 1 (the demo uses it)")
       ->capture_default_str();
-  brl::cli::add_enum_option(app, "--habit", &o.habit, brl::grpo::kHabits, "the wrong habit's form: negate (-answer) | plus_one (answer + 1)");
+  brl::cli::add_enum_option(app, "--habit", &o.habit, brl::grpo::kHabits,
+                            "the wrong habit's form: negate (-answer) | plus_one (answer + 1)");
   brl::cli::add_enum_option(app, "--lr-scheduler-type", &o.lr_scheduler_type, brl::grpo::kPretrainSchedules,
-                       "constant | cosine (to min_lr_ratio at --max-steps)");
+                            "constant | cosine (to min_lr_ratio at --max-steps)");
   app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps")->capture_default_str();
   static int threads = 0;
   app.add_option("--threads", threads, "compute threads (0 = all cores)")->capture_default_str();
@@ -39,8 +41,8 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
   return [&app] {
     if (!recipe.empty()) {
       for (const CLI::Option* opt : app.get_options())
-        if (opt->count() && opt->get_name() != "--recipe" && opt->get_name() != "--out" && opt->get_name() != "--seed" &&
-            opt->get_name() != "--threads")
+        if (opt->count() && opt->get_name() != "--recipe" && opt->get_name() != "--out" &&
+            opt->get_name() != "--seed" && opt->get_name() != "--threads")
           throw brl::UserError("pretrain: " + opt->get_name() + " cannot be combined with --recipe " + recipe,
                                "drop it (the recipe sets it), or drop --recipe and give every option yourself");
       const brl::DemoRecipe r = brl::demo_recipe(recipe);
@@ -54,10 +56,12 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
     brl::cli::init_compute(threads);
     auto task = brl::tasks::make_task(t);
     auto r = brl::grpo::pretrain(*task, o);
-    std::printf("base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f; validation skill %.3f), %.1f s\n", o.out_dir.c_str(),
-                r.steps, r.accuracy, r.skill, r.val_skill, r.seconds);
+    std::printf(
+        "base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f; validation skill %.3f), %.1f s\n",
+        o.out_dir.c_str(), r.steps, r.accuracy, r.skill, r.val_skill, r.seconds);
     return 0;
   };
 }
-brl::cli::Register reg("pretrain", "train a small base model from scratch on a built-in task (the demo base)", setup_pretrain);
+brl::cli::Register reg("pretrain", "train a small base model from scratch on a built-in task (the demo base)",
+                       setup_pretrain);
 }  // namespace

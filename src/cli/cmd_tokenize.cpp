@@ -62,8 +62,8 @@ int run(const Args& a) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (a.time)
-    std::fprintf(stderr, "%s %zu lines, %zu bytes, %zu tokens in %.3f s: %.2f MB/s, %.0f tokens/s\n", a.decode ? "decoded" : "encoded",
-                 lines.size(), bytes, n_ids, s, bytes / 1e6 / s, n_ids / s);
+    std::fprintf(stderr, "%s %zu lines, %zu bytes, %zu tokens in %.3f s: %.2f MB/s, %.0f tokens/s\n",
+                 a.decode ? "decoded" : "encoded", lines.size(), bytes, n_ids, s, bytes / 1e6 / s, n_ids / s);
   return 0;
 }
 
@@ -76,5 +76,6 @@ brl::cli::RunFn setup_tokenize(CLI::App& app) {
   app.add_flag("--time", a->time, "report throughput on stderr (loading excluded)");
   return [a] { return run(*a); };
 }
-brl::cli::Register reg("tokenize", "text lines on stdin -> token ids per line (or --decode ids -> text)", setup_tokenize);
+brl::cli::Register reg("tokenize", "text lines on stdin -> token ids per line (or --decode ids -> text)",
+                       setup_tokenize);
 }  // namespace

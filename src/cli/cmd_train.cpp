@@ -41,7 +41,10 @@ cli::RunFn setup_train(CLI::App& app) {
   app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
   app.add_flag("--resume", resume, "continue from the newest checkpoint in train.output_dir");
   static std::string device;
-  app.add_option("--device", device, "where to generate and train: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)" " (sets model.device)");
+  app.add_option("--device", device,
+                 "where to generate and train: "
+                 "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
+                 " (sets model.device)");
   return [] {
     if (!device.empty()) sets.push_back("model.device=" + device);
     return run_train(config, sets, resume);
@@ -59,19 +62,24 @@ cli::RunFn setup_eval(CLI::App& app) {
   app.add_option("--set", sets, "override a config key: section.key=value (repeatable)");
   auto* model_opt = app.add_option("--model", model_dir, "HF model folder (default: the config's model.path)");
   app.add_option("--adapter", adapter, "PEFT adapter folder");
-  auto* task_opt = app.add_option("--task", task_name, "arithmetic | countdown | jsonl (default: the config's, else arithmetic)");
+  auto* task_opt =
+      app.add_option("--task", task_name, "arithmetic | countdown | jsonl (default: the config's, else arithmetic)");
   app.add_option("--dataset", dataset, "jsonl: the held-out file");
   auto* n_opt = app.add_option("--max-examples", max_examples, "held-out examples")->capture_default_str();
   auto* new_opt = app.add_option("--max-new-tokens", max_new,
                                  "tokens per answer (default: the config's grpo.max_completion_length, else 16)");
-  auto* t_opt = app.add_option("--temperature", temperature, "of the one answer per prompt that accuracy scores; 0 = greedy")
-                    ->capture_default_str();
+  auto* t_opt =
+      app.add_option("--temperature", temperature, "of the one answer per prompt that accuracy scores; 0 = greedy")
+          ->capture_default_str();
   auto* k_opt = app.add_option("--pass-k", pass_k,
                                "answers sampled per prompt (at grpo.temperature, top_k, top_p) for pass@1 and pass@k: "
                                "-1 = grpo.num_generations, 0 = off")
                     ->capture_default_str();
   app.add_flag("--json", json, "print JSON");
-  app.add_option("--device", device, "where to evaluate: " "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")->capture_default_str();
+  app.add_option("--device", device,
+                 "where to evaluate: "
+                 "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")
+      ->capture_default_str();
   return [=] {
     RunConfig cfg = config.empty() ? RunConfig() : RunConfig::from_file(config);
     cfg.apply_overrides(sets);
@@ -92,18 +100,21 @@ cli::RunFn setup_eval(CLI::App& app) {
     auto ev = grpo::evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length,
                              cfg.train.eval_temperature, 0, grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
     if (json) {
-      nlohmann::json j{{"task", cfg.task.name}, {"n", ev.n}, {"accuracy", ev.accuracy}, {"reward_mean", ev.reward_mean}};
+      nlohmann::json j{
+          {"task", cfg.task.name}, {"n", ev.n}, {"accuracy", ev.accuracy}, {"reward_mean", ev.reward_mean}};
       if (ev.k) j["k"] = ev.k, j["pass_at_1"] = ev.pass_at_1, j["pass_at_k"] = ev.pass_at_k;
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("task %s: held-out accuracy %.4f, mean reward %.4f", cfg.task.name.c_str(), ev.accuracy, ev.reward_mean);
+      std::printf("task %s: held-out accuracy %.4f, mean reward %.4f", cfg.task.name.c_str(), ev.accuracy,
+                  ev.reward_mean);
       if (ev.k) std::printf(", pass@1 %.4f, pass@%lld %.4f", ev.pass_at_1, static_cast<long long>(ev.k), ev.pass_at_k);
       std::printf(" over %lld examples\n", static_cast<long long>(ev.n));
     }
     return 0;
   };
 }
-cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a model (+ adapter) on a task", setup_eval);
+cli::Register eval_reg("eval", "held-out accuracy, mean reward and pass@k of a model (+ adapter) on a task",
+                       setup_eval);
 
 cli::RunFn setup_merge(CLI::App& app) {
   static std::string model_dir, adapter, out;

@@ -11,4 +11,4 @@ brl::cli::RunFn setup_version(CLI::App&) {
   };
 }
 brl::cli::Register reg("version", "print the version, the protocol version and the compute devices", setup_version);
-}
+}  // namespace

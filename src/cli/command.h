@@ -34,7 +34,8 @@ struct Register {
 // An option whose value is one of an enum's config names (TRL's spellings), e.g.
 // --habit negate|plus_one; any other value is refused naming the allowed ones.
 template <class E>
-CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E* ptr, const EnumNames<E>& names, const std::string& help) {
+CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E* ptr, const EnumNames<E>& names,
+                             const std::string& help) {
   auto set = [ptr, &names, flag](const std::string& v) {
     auto e = names.parse(v);
     if (!e) throw CLI::ValidationError(flag, "'" + v + "' is not " + name_list(names.names));

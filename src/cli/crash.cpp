@@ -19,7 +19,8 @@ void on_fatal(int sig) {
   char num[16];
   int n = 0, v = sig;
   char rev[16];
-  do rev[n++] = static_cast<char>('0' + v % 10); while ((v /= 10) > 0 && n < 15);
+  do rev[n++] = static_cast<char>('0' + v % 10);
+  while ((v /= 10) > 0 && n < 15);
   for (int i = 0; i < n; ++i) num[i] = rev[n - 1 - i];
   num[n] = 0;
   put("\nbucketrl: fatal signal ");

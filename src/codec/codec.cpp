@@ -19,8 +19,7 @@
 
 namespace brl::codec {
 
-static_assert(std::endian::native == std::endian::little,
-              "payload buffers are little-endian and copied as-is");
+static_assert(std::endian::native == std::endian::little, "payload buffers are little-endian and copied as-is");
 
 namespace detail {
 
@@ -33,9 +32,9 @@ std::vector<std::string> suffixes(Kind k) {
   throw DecodeError(StatusCode::kCorrupt, "update payload: " + what);
 }
 [[noreturn]] void too_big(const std::string& what, uint64_t n, uint64_t limit) {
-  throw DecodeError(StatusCode::kInvalidArgument,
-                    "update payload: " + what + " is " + std::to_string(n) +
-                        " bytes, over the max_decoded_bytes limit of " + std::to_string(limit));
+  throw DecodeError(StatusCode::kInvalidArgument, "update payload: " + what + " is " + std::to_string(n) +
+                                                      " bytes, over the max_decoded_bytes limit of " +
+                                                      std::to_string(limit));
 }
 
 }  // namespace detail
@@ -64,8 +63,7 @@ int parse_block(const std::string& s) {
             std::to_string(kMaxBlock) + "]");
   const int b = std::stoi(s);
   if (b < kMinBlock || b > kMaxBlock)
-    corrupt("block_size " + s + " is outside [" + std::to_string(kMinBlock) + ", " +
-            std::to_string(kMaxBlock) + "]");
+    corrupt("block_size " + s + " is outside [" + std::to_string(kMinBlock) + ", " + std::to_string(kMaxBlock) + "]");
   return b;
 }
 
@@ -88,8 +86,8 @@ const st::TensorView& view(const st::SafetensorsFile& f, const std::string& name
   const st::TensorView* v = f.find(name);
   if (!v) corrupt("tensor \"" + name + "\" is listed in the metadata but missing");
   if (v->dtype != dt)
-    corrupt("tensor \"" + name + "\" is " + st::dtype_name(v->dtype) + ", codec " + kind_name(k) +
-            " stores " + st::dtype_name(dt));
+    corrupt("tensor \"" + name + "\" is " + st::dtype_name(v->dtype) + ", codec " + kind_name(k) + " stores " +
+            st::dtype_name(dt));
   return *v;
 }
 
@@ -150,8 +148,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
   std::set<std::string> seen;
   for (auto& e : list) {
     if (!e.is_string()) corrupt("__metadata__[\"tensors\"] holds a non-string");
-    if (!seen.insert(e.get<std::string>()).second)
-      corrupt("tensor \"" + e.get<std::string>() + "\" is listed twice");
+    if (!seen.insert(e.get<std::string>()).second) corrupt("tensor \"" + e.get<std::string>() + "\" is listed twice");
     names.push_back(e.get<std::string>());
   }
   const bool sparse = is_sparse(kind);
@@ -160,7 +157,8 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
     const std::string& c = meta(md, "topk_chunk");
     if (c.empty() || c.size() > 5 || !std::all_of(c.begin(), c.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
         std::stoi(c) < kMinChunk || std::stoi(c) > kMaxChunk)
-      corrupt("topk_chunk \"" + c + "\" is not an integer in [" + std::to_string(kMinChunk) + ", " + std::to_string(kMaxChunk) + "]");
+      corrupt("topk_chunk \"" + c + "\" is not an integer in [" + std::to_string(kMinChunk) + ", " +
+              std::to_string(kMaxChunk) + "]");
     chunk = std::stoi(c);
   }
   nlohmann::json shapes;
@@ -200,9 +198,9 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       p.range = &view(f, name + ".range", st::DType::F32, kind);
       if (p.count->shape != std::vector<int64_t>{static_cast<int64_t>(runs)} ||
           p.range->shape != std::vector<int64_t>{static_cast<int64_t>(runs), 2})
-        corrupt("tensor \"" + name + "\": " + std::to_string(p.numel) + " elements in runs of " + std::to_string(chunk) +
-                " need .count [" + std::to_string(runs) + "] and .range [" + std::to_string(runs) + ", 2], not " +
-                shape_str(p.count->shape) + " and " + shape_str(p.range->shape));
+        corrupt("tensor \"" + name + "\": " + std::to_string(p.numel) + " elements in runs of " +
+                std::to_string(chunk) + " need .count [" + std::to_string(runs) + "] and .range [" +
+                std::to_string(runs) + ", 2], not " + shape_str(p.count->shape) + " and " + shape_str(p.range->shape));
       uint64_t sent = 0;
       for (uint64_t r = 0; r < runs; ++r) {
         int32_t c;
@@ -215,8 +213,8 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       }
       if (p.index->shape.size() != 1 || static_cast<uint64_t>(p.index->shape[0]) != sent ||
           p.codes->shape.size() != 1 || static_cast<uint64_t>(p.codes->shape[0]) != packed_bytes(sent, code_bits(kind)))
-        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements: .index " + shape_str(p.index->shape) +
-                " and codes " + shape_str(p.codes->shape) + " do not match");
+        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements: .index " +
+                shape_str(p.index->shape) + " and codes " + shape_str(p.codes->shape) + " do not match");
     } else if (kind == Kind::int4) {
       if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
       p.shape = parse_shape(shapes[name], name, &p.numel);
@@ -233,8 +231,8 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       const uint64_t nb = num_blocks(p.numel, block);
       if (p.scales->shape.size() != 1 || static_cast<uint64_t>(p.scales->shape[0]) != nb)
         corrupt("tensor \"" + name + ".scale\" has shape " + shape_str(p.scales->shape) + ", " +
-                std::to_string(p.numel) + " elements in blocks of " + std::to_string(block) +
-                " need [" + std::to_string(nb) + "]");
+                std::to_string(p.numel) + " elements in blocks of " + std::to_string(block) + " need [" +
+                std::to_string(nb) + "]");
     }
     used.insert(name);
     for (auto& sfx : suffixes(kind)) used.insert(name + sfx);
@@ -263,9 +261,8 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       const float smax = max_scale(qmax(kind));
       for (size_t b = 0; b < scales.size(); ++b)
         if (!(scales[b] >= 0 && scales[b] <= smax))  // also catches NaN
-          corrupt("tensor \"" + name + "\" block " + std::to_string(b) + " has scale " +
-                  std::to_string(scales[b]) + " (must be finite, >= 0 and at most ~FLT_MAX / " +
-                  std::to_string(qmax(kind)) + ")");
+          corrupt("tensor \"" + name + "\" block " + std::to_string(b) + " has scale " + std::to_string(scales[b]) +
+                  " (must be finite, >= 0 and at most ~FLT_MAX / " + std::to_string(qmax(kind)) + ")");
     }
     const uint8_t* src = p.codes->data;
     switch (kind) {
@@ -290,13 +287,15 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       }
       case Kind::int4: {
         const uint64_t pairs = p.numel / 2;
-        const uint64_t j = first_bad(src, pairs, [](uint8_t b) { return unsigned{(b & 0x0f) == 0 || (b & 0xf0) == 0}; });
+        const uint64_t j =
+            first_bad(src, pairs, [](uint8_t b) { return unsigned{(b & 0x0f) == 0 || (b & 0xf0) == 0}; });
         if (j < pairs)
           corrupt("tensor \"" + name + "\" element " + std::to_string(2 * j + ((src[j] & 0x0f) != 0)) +
                   " has int4 nibble 0 (valid: 1..15 = code + 8)");
         if (p.numel % 2) {
           if ((src[pairs] & 0x0f) == 0)
-            corrupt("tensor \"" + name + "\" element " + std::to_string(p.numel - 1) + " has int4 nibble 0 (valid: 1..15 = code + 8)");
+            corrupt("tensor \"" + name + "\" element " + std::to_string(p.numel - 1) +
+                    " has int4 nibble 0 (valid: 1..15 = code + 8)");
           if ((src[pairs] >> 4) != 0) corrupt("tensor \"" + name + "\" has a non-zero padding nibble");
         }
         codes.resize(p.numel);
@@ -347,16 +346,18 @@ bool is_sparse(Kind k) { return k == Kind::topk_int2 || k == Kind::topk_int4; }
 void validate(const Options& opt) {
   kind_name(opt.kind);
   if (opt.block_size < kMinBlock || opt.block_size > kMaxBlock)
-    throw UserError("codec block_size " + std::to_string(opt.block_size) + " is outside [" +
-                    std::to_string(kMinBlock) + ", " + std::to_string(kMaxBlock) + "]",
+    throw UserError("codec block_size " + std::to_string(opt.block_size) + " is outside [" + std::to_string(kMinBlock) +
+                        ", " + std::to_string(kMaxBlock) + "]",
                     "64 or 128 are typical: smaller blocks track outliers better, larger ones "
                     "spend fewer bytes on scales");
   if (opt.zstd_level < 0 || opt.zstd_level > kMaxLevel)
-    throw UserError("codec zstd_level " + std::to_string(opt.zstd_level) + " is outside [0, " +
-                    std::to_string(kMaxLevel) + "]", "0 stores the payload uncompressed; 3 is zstd's default");
+    throw UserError(
+        "codec zstd_level " + std::to_string(opt.zstd_level) + " is outside [0, " + std::to_string(kMaxLevel) + "]",
+        "0 stores the payload uncompressed; 3 is zstd's default");
   if (opt.topk_chunk < kMinChunk || opt.topk_chunk > kMaxChunk)
     throw UserError("codec topk_chunk " + std::to_string(opt.topk_chunk) + " is outside [" + std::to_string(kMinChunk) +
-                    ", " + std::to_string(kMaxChunk) + "]", "SparseLoCo uses 4096");
+                        ", " + std::to_string(kMaxChunk) + "]",
+                    "SparseLoCo uses 4096");
   if (!(opt.topk_density > 0 && opt.topk_density <= 1))
     throw UserError("codec topk_density " + std::to_string(opt.topk_density) + " is outside (0, 1]",
                     "the fraction of each run sent; SparseLoCo sends 64 of 4096 (0.015625)");
@@ -396,9 +397,9 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
     // int8/int4 find non-finite values while quantizing; the scan for the index runs on failure.
     const auto check_finite = [&] {
       if (uint64_t i = first_bad(x.data.data(), n, non_finite); i < n)
-        throw UserError("codec encode: tensor \"" + x.name + "\" element " + std::to_string(i) + " is " +
-                            std::to_string(x.data[i]),
-                        "a non-finite delta means the training step diverged; it cannot be encoded");
+        throw UserError(
+            "codec encode: tensor \"" + x.name + "\" element " + std::to_string(i) + " is " + std::to_string(x.data[i]),
+            "a non-finite delta means the training step diverged; it cannot be encoded");
     };
     list.push_back(x.name);
     Enc& e = enc[t];
@@ -449,15 +450,10 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
       case Kind::fp32:
         tds.push_back({x.name, st::DType::F32, x.shape, x.data.data(), x.data.size() * sizeof(float)});
         break;
-      case Kind::bf16:
-        tds.push_back({x.name, st::DType::BF16, x.shape, e.codes.data(), e.codes.size()});
-        break;
-      case Kind::int8:
-        tds.push_back({x.name, st::DType::I8, x.shape, e.codes.data(), e.codes.size()});
-        break;
+      case Kind::bf16: tds.push_back({x.name, st::DType::BF16, x.shape, e.codes.data(), e.codes.size()}); break;
+      case Kind::int8: tds.push_back({x.name, st::DType::I8, x.shape, e.codes.data(), e.codes.size()}); break;
       case Kind::int4:
-        tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(),
-                       e.codes.size()});
+        tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(), e.codes.size()});
         break;
       case Kind::topk_int2:
       case Kind::topk_int4: {
@@ -465,15 +461,20 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
         const int64_t runs = static_cast<int64_t>(sp.count.size());
         tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(), e.codes.size()});
         tds.push_back({x.name + ".count", st::DType::I32, {runs}, sp.count.data(), sp.count.size() * 4});
-        tds.push_back({x.name + ".index", st::DType::I16, {static_cast<int64_t>(sp.index.size())}, sp.index.data(),
+        tds.push_back({x.name + ".index",
+                       st::DType::I16,
+                       {static_cast<int64_t>(sp.index.size())},
+                       sp.index.data(),
                        sp.index.size() * 2});
         tds.push_back({x.name + ".range", st::DType::F32, {runs, 2}, sp.range.data(), sp.range.size() * 4});
         break;
       }
     }
     if (q)
-      tds.push_back({x.name + ".scale", st::DType::F32,
-                     {static_cast<int64_t>(e.scales.size() / sizeof(float))}, e.scales.data(),
+      tds.push_back({x.name + ".scale",
+                     st::DType::F32,
+                     {static_cast<int64_t>(e.scales.size() / sizeof(float))},
+                     e.scales.data(),
                      e.scales.size()});
   }
   std::map<std::string, std::string> md{{"format", kFormat},

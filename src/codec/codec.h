@@ -85,7 +85,8 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt);
 // would exceed max_decoded_bytes give kInvalidArgument before anything that large is
 // allocated.
 // kind (optional): set to the payload's codec (what its body says) on success.
-Result<std::vector<Tensor>> decode(std::string_view bytes, uint64_t max_decoded_bytes = 1ull << 32, Kind* kind = nullptr);
+Result<std::vector<Tensor>> decode(std::string_view bytes, uint64_t max_decoded_bytes = 1ull << 32,
+                                   Kind* kind = nullptr);
 
 // The container layer alone, for tools and tests that craft bodies: frame() wraps a body
 // (zstd_level 0 = stored) in the prefix; unframe() checks and strips it.

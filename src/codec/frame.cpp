@@ -38,8 +38,8 @@ std::string zstd_decompress(std::string_view src, uint64_t expect) {
     if (ZSTD_isError(r)) corrupt(std::string("zstd: ") + ZSTD_getErrorName(r));
     if (r == 0 && in.pos == in.size) break;  // last frame complete, input consumed
     if (o.pos == o.size) {
-      if (out.size() >= limit) corrupt("body decompresses to more than the " +
-                                       std::to_string(expect) + " bytes the prefix declares");
+      if (out.size() >= limit)
+        corrupt("body decompresses to more than the " + std::to_string(expect) + " bytes the prefix declares");
       out.resize(std::min<uint64_t>(limit, 2 * out.size()));
       o.dst = out.data();
       o.size = out.size();
@@ -48,8 +48,7 @@ std::string zstd_decompress(std::string_view src, uint64_t expect) {
     }
   }
   if (o.pos != expect)
-    corrupt("body decompresses to " + std::to_string(o.pos) + " bytes, the prefix declares " +
-            std::to_string(expect));
+    corrupt("body decompresses to " + std::to_string(o.pos) + " bytes, the prefix declares " + std::to_string(expect));
   out.resize(o.pos);
   return out;
 }
@@ -58,13 +57,13 @@ std::string zstd_decompress(std::string_view src, uint64_t expect) {
 
 std::string_view unframe_view(std::string_view bytes, uint64_t max_body, std::string& storage) {
   if (bytes.size() < kPrefixSize)
-    corrupt(std::to_string(bytes.size()) + " bytes, shorter than the " +
-            std::to_string(kPrefixSize) + "-byte prefix (truncated?)");
+    corrupt(std::to_string(bytes.size()) + " bytes, shorter than the " + std::to_string(kPrefixSize) +
+            "-byte prefix (truncated?)");
   const char* p = bytes.data();
   if (std::memcmp(p, kMagic, 4) != 0) corrupt("does not start with the magic \"BRLC\"");
   if (static_cast<uint8_t>(p[4]) != kFrameVersion)
-    corrupt("frame version " + std::to_string(static_cast<uint8_t>(p[4])) +
-            " is not supported (this build reads " + std::to_string(kFrameVersion) + ")");
+    corrupt("frame version " + std::to_string(static_cast<uint8_t>(p[4])) + " is not supported (this build reads " +
+            std::to_string(kFrameVersion) + ")");
   const uint8_t comp = static_cast<uint8_t>(p[5]);
   if (comp > 1) corrupt("compression flag " + std::to_string(comp) + " is neither 0 (stored) nor 1 (zstd)");
   if (p[6] != 0 || p[7] != 0) corrupt("reserved prefix bytes are not zero");
@@ -74,8 +73,7 @@ std::string_view unframe_view(std::string_view bytes, uint64_t max_body, std::st
   std::string_view body;
   if (comp == 0) {
     if (rest.size() != len)
-      corrupt("stored body is " + std::to_string(rest.size()) + " bytes, the prefix declares " +
-              std::to_string(len));
+      corrupt("stored body is " + std::to_string(rest.size()) + " bytes, the prefix declares " + std::to_string(len));
     body = rest;
   } else {
     storage = zstd_decompress(rest, len);
@@ -92,8 +90,8 @@ using namespace detail;
 
 std::string frame(std::string_view body, int zstd_level) {
   if (zstd_level < 0 || zstd_level > kMaxLevel)
-    throw UserError("codec zstd_level " + std::to_string(zstd_level) + " is outside [0, " +
-                    std::to_string(kMaxLevel) + "]");
+    throw UserError("codec zstd_level " + std::to_string(zstd_level) + " is outside [0, " + std::to_string(kMaxLevel) +
+                    "]");
   std::string out(kPrefixSize, '\0');
   std::memcpy(out.data(), kMagic, 4);
   out[4] = static_cast<char>(kFrameVersion);

@@ -48,8 +48,7 @@ bool quantize(const float* x, uint64_t n, int block, int qm, int8_t* codes, floa
       std::fill(codes + lo, codes + hi, int8_t{0});
       continue;
     }
-    for (uint64_t i = lo; i < hi; ++i)
-      codes[i] = static_cast<int8_t>(std::clamp(round_ne(x[i] / s), -fq, fq));
+    for (uint64_t i = lo; i < hi; ++i) codes[i] = static_cast<int8_t>(std::clamp(round_ne(x[i] / s), -fq, fq));
   }
   return true;
 }
@@ -84,7 +83,8 @@ Sparse sparsify(const float* x, uint64_t n, Kind kind, int chunk, double density
       const float ma = std::abs(r[a]), mb = std::abs(r[b]);
       return ma > mb || (ma == mb && a < b);
     };
-    if (k < len) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(), before);
+    if (k < len)
+      std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(), before);
     order.resize(k);
     // Zeros are not sent (they decode as 0 anyway; sent, one would come back as a level's centre).
     order.erase(std::remove_if(order.begin(), order.end(), [r](uint32_t i) { return r[i] == 0; }), order.end());

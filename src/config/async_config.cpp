@@ -9,7 +9,8 @@
 namespace brl {
 
 namespace {
-[[noreturn]] void bad(const std::string& section, const std::string& key, const std::string& value, const std::string& rule) {
+[[noreturn]] void bad(const std::string& section, const std::string& key, const std::string& value,
+                      const std::string& rule) {
   throw UserError("[" + section + "] " + key + " = " + value + ": " + rule);
 }
 }  // namespace
@@ -36,12 +37,17 @@ void SyncConfig::validate() const {
     bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 1 with mode = \"sync\" (a round is K steps)");
   if (!(sync_interval_s > 0)) bad("sync", "sync_interval_s", std::to_string(sync_interval_s), "must be > 0");
   if (sync_steps < 0) bad("sync", "sync_steps", std::to_string(sync_steps), "must be >= 0");
-  if (!(heartbeat_interval_s > 0)) bad("sync", "heartbeat_interval_s", std::to_string(heartbeat_interval_s), "must be > 0");
-  if (codec != "fp32" && codec != "bf16" && codec != "int8" && codec != "int4" && codec != "topk_int2" && codec != "topk_int4")
+  if (!(heartbeat_interval_s > 0))
+    bad("sync", "heartbeat_interval_s", std::to_string(heartbeat_interval_s), "must be > 0");
+  if (codec != "fp32" && codec != "bf16" && codec != "int8" && codec != "int4" && codec != "topk_int2" &&
+      codec != "topk_int4")
     bad("sync", "codec", "\"" + codec + "\"", "must be one of fp32, bf16, int8, int4, topk_int2, topk_int4");
-  if (topk_chunk < 16 || topk_chunk > 32768) bad("sync", "topk_chunk", std::to_string(topk_chunk), "must be in [16, 32768]");
-  if (!(topk_density > 0 && topk_density <= 1)) bad("sync", "topk_density", std::to_string(topk_density), "must be in (0, 1]");
-  if (block_size < 8 || block_size > 4096) bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
+  if (topk_chunk < 16 || topk_chunk > 32768)
+    bad("sync", "topk_chunk", std::to_string(topk_chunk), "must be in [16, 32768]");
+  if (!(topk_density > 0 && topk_density <= 1))
+    bad("sync", "topk_density", std::to_string(topk_density), "must be in (0, 1]");
+  if (block_size < 8 || block_size > 4096)
+    bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
   if (zstd_level < 0 || zstd_level > 19) bad("sync", "zstd_level", std::to_string(zstd_level), "must be in [0, 19]");
 }
 
@@ -54,9 +60,11 @@ ConfigTable ProxyConfig::table() {
       .add("straggler_ratio", &straggler_ratio, "throughput below ratio x median marks a straggler")
       .add("keep_versions", &keep_versions, "adapter payloads kept; older ones are deleted")
       .add("collapse_versions", &collapse_versions,
-           "run health \"collapsed\": this many versions in a row without reward variance in any group, below the best reward")
+           "run health \"collapsed\": this many versions in a row without reward variance in any group, below the best "
+           "reward")
       .add("regression_margin", &regression_margin,
-           "run health \"regressed\": held-out accuracy this far below its best (also the reward margin of \"collapsed\")");
+           "run health \"regressed\": held-out accuracy this far below its best (also the reward margin of "
+           "\"collapsed\")");
   return t;
 }
 
@@ -64,8 +72,10 @@ void ProxyConfig::validate() const {
   if (!(poll_interval_s > 0)) bad("proxy", "poll_interval_s", std::to_string(poll_interval_s), "must be > 0");
   if (min_updates < 1) bad("proxy", "min_updates", std::to_string(min_updates), "must be >= 1");
   if (max_updates < min_updates) bad("proxy", "max_updates", std::to_string(max_updates), "must be >= min_updates");
-  if (!(heartbeat_timeout_s > 0)) bad("proxy", "heartbeat_timeout_s", std::to_string(heartbeat_timeout_s), "must be > 0");
-  if (!(straggler_ratio >= 0 && straggler_ratio < 1)) bad("proxy", "straggler_ratio", std::to_string(straggler_ratio), "must be in [0, 1)");
+  if (!(heartbeat_timeout_s > 0))
+    bad("proxy", "heartbeat_timeout_s", std::to_string(heartbeat_timeout_s), "must be > 0");
+  if (!(straggler_ratio >= 0 && straggler_ratio < 1))
+    bad("proxy", "straggler_ratio", std::to_string(straggler_ratio), "must be in [0, 1)");
   if (keep_versions < 2) bad("proxy", "keep_versions", std::to_string(keep_versions), "must be >= 2");
   if (collapse_versions < 1) bad("proxy", "collapse_versions", std::to_string(collapse_versions), "must be >= 1");
   if (!(regression_margin > 0 && regression_margin <= 1))
@@ -84,17 +94,21 @@ ConfigTable AggregationConfig::table() {
       .add("max_update_norm_ratio", &max_update_norm_ratio,
            "reject an update whose delta norm exceeds ratio x the median of recently accepted ones (0 = off)")
       .add("update_norm_window", &update_norm_window, "accepted updates the median norm is taken over")
-      .add("publish_dtype", &publish_dtype, kPublishDtypes, "float32 | bfloat16: the published versions' dtype (bf16 halves downloads)");
+      .add("publish_dtype", &publish_dtype, kPublishDtypes,
+           "float32 | bfloat16: the published versions' dtype (bf16 halves downloads)");
   return t;
 }
 
 void AggregationConfig::validate() const {
   if (max_staleness < 0) bad("aggregation", "max_staleness", std::to_string(max_staleness), "must be >= 0");
-  if (!(staleness_exponent >= 0)) bad("aggregation", "staleness_exponent", std::to_string(staleness_exponent), "must be >= 0");
-  if (!(server_learning_rate > 0)) bad("aggregation", "server_learning_rate", std::to_string(server_learning_rate), "must be > 0");
+  if (!(staleness_exponent >= 0))
+    bad("aggregation", "staleness_exponent", std::to_string(staleness_exponent), "must be >= 0");
+  if (!(server_learning_rate > 0))
+    bad("aggregation", "server_learning_rate", std::to_string(server_learning_rate), "must be > 0");
   if (!(server_momentum >= 0 && server_momentum < 1))
     bad("aggregation", "server_momentum", std::to_string(server_momentum), "must be in [0, 1)");
-  if (!(trim_ratio >= 0 && trim_ratio < 0.5)) bad("aggregation", "trim_ratio", std::to_string(trim_ratio), "must be in [0, 0.5)");
+  if (!(trim_ratio >= 0 && trim_ratio < 0.5))
+    bad("aggregation", "trim_ratio", std::to_string(trim_ratio), "must be in [0, 0.5)");
   if (!(max_update_norm >= 0 && std::isfinite(max_update_norm)))
     bad("aggregation", "max_update_norm", std::to_string(max_update_norm), "must be >= 0 (0 = off)");
   if (!(max_update_norm_ratio == 0 || (max_update_norm_ratio >= 1 && std::isfinite(max_update_norm_ratio))))
@@ -106,7 +120,8 @@ void AggregationConfig::validate() const {
 
 ConfigTable SecurityConfig::table() {
   ConfigTable t("security");
-  t.add("allowed_keys", &allowed_keys, "Ed25519 public keys allowed to contribute (ed25519:<base64>); empty = unsigned run")
+  t.add("allowed_keys", &allowed_keys,
+        "Ed25519 public keys allowed to contribute (ed25519:<base64>); empty = unsigned run")
       .add("allowed_keys_file", &allowed_keys_file, "a file of more allowed keys, one per line (read by init)");
   return t;
 }

@@ -36,8 +36,8 @@ inline void to_json(nlohmann::json& j, PublishDtype e) { j = kPublishDtypes(e); 
 
 struct SyncConfig {
   SyncMode mode = SyncMode::async;
-  double sync_interval_s = 15;     // upload a delta every T seconds ...
-  int sync_steps = 0;              // ... or every K GRPO steps, whichever first (0 = time only)
+  double sync_interval_s = 15;  // upload a delta every T seconds ...
+  int sync_steps = 0;           // ... or every K GRPO steps, whichever first (0 = time only)
   double heartbeat_interval_s = 5;
   std::string codec = "fp32";      // fp32 | bf16 | int8 | int4 | topk_int2 | topk_int4
   int block_size = 64;             // int8/int4: elements per absmax block
@@ -60,11 +60,11 @@ struct SyncConfig {
 
 struct ProxyConfig {
   double poll_interval_s = 2;
-  int min_updates = 1;             // publish once this many updates are accepted
-  int max_updates = 64;            // fold at most this many per version
-  double heartbeat_timeout_s = 60; // a worker silent this long is lost
-  double straggler_ratio = 0.25;   // throughput below ratio x median: straggler
-  int keep_versions = 20;          // adapter payloads kept (manifests are kept forever)
+  int min_updates = 1;              // publish once this many updates are accepted
+  int max_updates = 64;             // fold at most this many per version
+  double heartbeat_timeout_s = 60;  // a worker silent this long is lost
+  double straggler_ratio = 0.25;    // throughput below ratio x median: straggler
+  int keep_versions = 20;           // adapter payloads kept (manifests are kept forever)
   // Run health (protocol/health.h): "collapsed" once this many versions in a row had no group
   // with reward variance at a train reward below the best by regression_margin; "regressed"
   // once held-out accuracy is below its best by more than regression_margin.
@@ -76,15 +76,15 @@ struct ProxyConfig {
 
 struct AggregationConfig {
   AggregationMode mode = AggregationMode::fedavg;
-  int max_staleness = 8;           // reject deltas whose base is more versions behind
-  double staleness_exponent = 0.5; // an update's step is scaled by (1 + staleness)^-exponent
+  int max_staleness = 8;              // reject deltas whose base is more versions behind
+  double staleness_exponent = 0.5;    // an update's step is scaled by (1 + staleness)^-exponent
   double server_learning_rate = 1.0;  // global += lr * weighted mean delta
-  double server_momentum = 0;      // Nesterov momentum of the outer step (0 = off, e.g. 0.9)
-  double trim_ratio = 0.2;         // trimmed_mean: fraction of the updates dropped at each end
+  double server_momentum = 0;         // Nesterov momentum of the outer step (0 = off, e.g. 0.9)
+  double trim_ratio = 0.2;            // trimmed_mean: fraction of the updates dropped at each end
   // Norm bounds on one update (the L2 norm of its decoded delta over all tensors):
-  double max_update_norm = 0;       // reject |delta| above this (0 = off)
-  double max_update_norm_ratio = 0; // reject |delta| above ratio x the median |delta| of the
-                                    // last update_norm_window accepted updates (0 = off)
+  double max_update_norm = 0;        // reject |delta| above this (0 = off)
+  double max_update_norm_ratio = 0;  // reject |delta| above ratio x the median |delta| of the
+                                     // last update_norm_window accepted updates (0 = off)
   int update_norm_window = 20;
   // The dtype of published versions: "bfloat16" halves what every worker downloads per
   // version; the proxy still aggregates into a float32 master copy (kept in the bucket).

@@ -7,7 +7,9 @@
 
 namespace brl::grpo {
 
-bool normalizes_by_batch_tokens(LossType t) { return t == LossType::dapo || t == LossType::cispo || t == LossType::vespo; }
+bool normalizes_by_batch_tokens(LossType t) {
+  return t == LossType::dapo || t == LossType::cispo || t == LossType::vespo;
+}
 
 ConfigTable GrpoConfig::table() {
   ConfigTable t("grpo");
@@ -33,7 +35,8 @@ ConfigTable GrpoConfig::table() {
       .add("epsilon_high", &epsilon_high, "upper clip (default: epsilon)")
       .add("num_iterations", &num_iterations, "optimisation passes per generation batch")
       .add("loss_type", &loss_type, kLossTypes, "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo")
-      .add("importance_sampling_level", &importance_sampling_level, kImportanceSamplingLevels, "token | sequence (GSPO: one ratio per sequence)")
+      .add("importance_sampling_level", &importance_sampling_level, kImportanceSamplingLevels,
+           "token | sequence (GSPO: one ratio per sequence)")
       .add("delta", &delta, "two-sided clip: cap the unclipped ratio at delta (off by default; > 1 + epsilon_high)")
       .add("sapo_temperature_pos", &sapo_temperature_pos, "sapo: gate temperature for positive advantages")
       .add("sapo_temperature_neg", &sapo_temperature_neg, "sapo: gate temperature for the others")
@@ -62,8 +65,10 @@ void GrpoConfig::validate() const {
   };
   if (num_generations < 2)
     fail("num_generations (" + q(num_generations) + ") must be >= 2: group-relative advantages need a group");
-  if (per_device_train_batch_size < 1) fail("per_device_train_batch_size (" + q(per_device_train_batch_size) + ") must be >= 1");
-  if (gradient_accumulation_steps < 1) fail("gradient_accumulation_steps (" + q(gradient_accumulation_steps) + ") must be >= 1");
+  if (per_device_train_batch_size < 1)
+    fail("per_device_train_batch_size (" + q(per_device_train_batch_size) + ") must be >= 1");
+  if (gradient_accumulation_steps < 1)
+    fail("gradient_accumulation_steps (" + q(gradient_accumulation_steps) + ") must be >= 1");
   if (completions_per_step() % num_generations != 0)
     fail("per_device_train_batch_size * gradient_accumulation_steps (" + q(completions_per_step()) +
          ") must be divisible by num_generations (" + q(num_generations) + ")");
@@ -81,19 +86,21 @@ void GrpoConfig::validate() const {
   if (max_steps < 0) fail("max_steps (" + q(max_steps) + ") must be >= 0");
   if (!(warmup_ratio >= 0 && warmup_ratio <= 1)) fail("warmup_ratio (" + q(warmup_ratio) + ") must be in [0, 1]");
   if (delta && !(*delta > 1 + eps_high()))
-    fail("delta (" + q(*delta) + ") must be > 1 + epsilon_high (" + q(1 + eps_high()) + ")", "or leave it unset: one-sided clipping");
+    fail("delta (" + q(*delta) + ") must be > 1 + epsilon_high (" + q(1 + eps_high()) + ")",
+         "or leave it unset: one-sided clipping");
   if (!(sapo_temperature_pos > 0 && sapo_temperature_neg > 0))
     fail("sapo temperatures (" + q(sapo_temperature_pos) + ", " + q(sapo_temperature_neg) + ") must be > 0");
   for (double v : {vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg})
     if (!(v >= 0 && std::isfinite(v)))
-      fail("vespo parameters (k_pos " + q(vespo_k_pos) + ", lambda_pos " + q(vespo_lambda_pos) + ", k_neg " + q(vespo_k_neg) +
-           ", lambda_neg " + q(vespo_lambda_neg) + ") must be finite and >= 0");
+      fail("vespo parameters (k_pos " + q(vespo_k_pos) + ", lambda_pos " + q(vespo_lambda_pos) + ", k_neg " +
+           q(vespo_k_neg) + ", lambda_neg " + q(vespo_lambda_neg) + ") must be finite and >= 0");
   if (loss_type == LossType::vespo && importance_sampling_level != ImportanceSamplingLevel::token)
     fail("loss_type 'vespo' weighs whole sequences itself: importance_sampling_level must be 'token', not '" +
              kImportanceSamplingLevels(importance_sampling_level) + "'",
          "leave importance_sampling_level unset");
   if (!(top_entropy_quantile >= 0 && top_entropy_quantile <= 1))
-    fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]", "1 keeps every token; the paper uses 0.2");
+    fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]",
+         "1 keeps every token; the paper uses 0.2");
   if (off_policy_mask_threshold && !(*off_policy_mask_threshold > 0))
     fail("off_policy_mask_threshold (" + q(*off_policy_mask_threshold) + ") must be > 0", "or leave it unset: no mask");
 }

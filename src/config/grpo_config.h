@@ -33,14 +33,14 @@ bool normalizes_by_batch_tokens(LossType t);
 
 struct GrpoConfig {
   // Generation
-  int num_generations = 8;            // G: completions per prompt
-  int max_prompt_length = 512;        // tokens; longer prompts are truncated from the left
-  int max_completion_length = 256;    // tokens per completion
+  int num_generations = 8;          // G: completions per prompt
+  int max_prompt_length = 512;      // tokens; longer prompts are truncated from the left
+  int max_completion_length = 256;  // tokens per completion
   double temperature = 1.0;
   double top_p = 1.0;
-  int top_k = 0;                      // 0 = off (TRL: None)
+  int top_k = 0;  // 0 = off (TRL: None)
   // Batch: prompts per step = per_device_train_batch_size * gradient_accumulation_steps / G
-  int per_device_train_batch_size = 8;   // completions per micro-batch
+  int per_device_train_batch_size = 8;  // completions per micro-batch
   int gradient_accumulation_steps = 1;
   // Optimisation (AdamW on the adapter only)
   double learning_rate = 1e-6;
@@ -51,21 +51,21 @@ struct GrpoConfig {
   double warmup_ratio = 0.0;
   int max_steps = 100;
   // Objective
-  double beta = 0.0;                  // KL weight; 0 = no reference pass
-  double epsilon = 0.2;               // lower clip
-  std::optional<double> epsilon_high; // upper clip; default = epsilon
-  int num_iterations = 1;             // passes per generation batch (mu)
+  double beta = 0.0;                   // KL weight; 0 = no reference pass
+  double epsilon = 0.2;                // lower clip
+  std::optional<double> epsilon_high;  // upper clip; default = epsilon
+  int num_iterations = 1;              // passes per generation batch (mu)
   LossType loss_type = LossType::dapo;
   ImportanceSamplingLevel importance_sampling_level = ImportanceSamplingLevel::token;
-  std::optional<double> delta;        // two-sided clip: cap the unclipped ratio (INTELLECT-2; > 1 + epsilon)
+  std::optional<double> delta;  // two-sided clip: cap the unclipped ratio (INTELLECT-2; > 1 + epsilon)
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;  // sapo's gate temperatures
   // vespo's gamma weight phi(w) = e^(lambda + k log w - lambda w) of the sequence ratio w
   double vespo_k_pos = 2.0, vespo_lambda_pos = 3.0, vespo_k_neg = 3.0, vespo_lambda_neg = 2.0;
-  double top_entropy_quantile = 1.0;  // < 1: policy term on the top fraction of tokens by entropy
+  double top_entropy_quantile = 1.0;                // < 1: policy term on the top fraction of tokens by entropy
   std::optional<double> off_policy_mask_threshold;  // DeepSeek-V3.2's off-policy sequence mask
-  bool use_bias_correction_kl = true;  // k3 KL times the importance ratio (TRL's default)
+  bool use_bias_correction_kl = true;               // k3 KL times the importance ratio (TRL's default)
   ScaleRewards scale_rewards = ScaleRewards::group;
-  std::vector<double> reward_weights;   // one per reward function; empty = all 1
+  std::vector<double> reward_weights;  // one per reward function; empty = all 1
   bool mask_truncated_completions = false;
   int seed = 42;
 

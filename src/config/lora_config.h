@@ -18,7 +18,7 @@ struct LoraConfig {
   bool use_rslora = false;
   int64_t init_seed = 0;  // seed for A's Kaiming-uniform init (PEFT's default init)
 
-  double scale() const;                         // lora_alpha / r, or lora_alpha / sqrt(r) with rsLoRA
+  double scale() const;                               // lora_alpha / r, or lora_alpha / sqrt(r) with rsLoRA
   std::vector<std::string> resolved_modules() const;  // full proj names, "all-linear" expanded
   ConfigTable table();
   void validate() const;

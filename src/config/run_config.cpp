@@ -70,8 +70,8 @@ ConfigTable train_table(TrainConfig& c) {
 }
 
 std::vector<ConfigTable> tables(RunConfig& c) {
-  return {model_table(c.model), c.lora.table(), c.grpo.table(), task_table(c.task), train_table(c.train),
-          c.sync.table(),         c.proxy.table(), c.aggregation.table(), c.security.table()};
+  return {model_table(c.model), c.lora.table(),  c.grpo.table(),        task_table(c.task), train_table(c.train),
+          c.sync.table(),       c.proxy.table(), c.aggregation.table(), c.security.table()};
 }
 
 }  // namespace
@@ -84,7 +84,8 @@ void RunConfig::apply_json(const nlohmann::json& j, const std::string& source) {
     if (it == ts.end()) {
       std::vector<std::string> names;
       for (auto& t : ts) names.push_back(t.section());
-      throw UserError(source + ": unknown section [" + section + "]", "did you mean [" + nearest_name(section, names) + "]?");
+      throw UserError(source + ": unknown section [" + section + "]",
+                      "did you mean [" + nearest_name(section, names) + "]?");
     }
     it->set_from_json(body, source);
   }
@@ -118,7 +119,8 @@ RunConfig RunConfig::from_file(const std::string& path) {
   if (!f) throw UserError("cannot read config '" + path + "'");
   auto j = nlohmann::json::parse(f, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw UserError("config '" + path + "' is not a JSON object", "write TOML (run.toml), or JSON as `bucketrl demo --print-config` prints");
+    throw UserError("config '" + path + "' is not a JSON object",
+                    "write TOML (run.toml), or JSON as `bucketrl demo --print-config` prints");
   RunConfig c;
   c.apply_json(j, path);
   return c;
@@ -133,7 +135,7 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
     if (dot != std::string::npos) {
       std::string section = key.substr(0, dot);
       // A named capture: clang 14 (the sanitizer build) cannot capture a structured binding.
-    auto it = std::find_if(ts.begin(), ts.end(), [&name = section](auto& t) { return t.section() == name; });
+      auto it = std::find_if(ts.begin(), ts.end(), [&name = section](auto& t) { return t.section() == name; });
       if (it == ts.end()) throw UserError("--set " + kv + ": unknown section '" + section + "'");
       it->set_from_override(kv.substr(dot + 1));
       continue;
@@ -155,7 +157,8 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
 }
 
 void RunConfig::validate() const {
-  auto one_of = [](const std::string& key, const std::string& v, std::initializer_list<const char*> ok, const char* hint) {
+  auto one_of = [](const std::string& key, const std::string& v, std::initializer_list<const char*> ok,
+                   const char* hint) {
     for (auto o : ok)
       if (v == o) return;
     throw UserError("model." + key + " = \"" + v + "\" is not valid", hint);

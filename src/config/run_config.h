@@ -17,7 +17,7 @@
 namespace brl {
 
 struct ModelRef {
-  std::string path;         // HF model folder
+  std::string path;             // HF model folder
   std::string dtype = "auto";   // auto: bfloat16 on a GPU, float32 on the CPU
   std::string device = "auto";  // auto: the GPU when this machine has one (each worker decides)
 };
@@ -29,8 +29,8 @@ inline void to_json(nlohmann::json& j, TargetMetric e) { j = kTargetMetrics(e); 
 
 struct TrainConfig {
   std::string output_dir = "runs/train";
-  int eval_steps = 10;        // evaluate on held-out prompts every N steps (0 = only at end)
-  int save_steps = 10;        // adapter checkpoint every N steps
+  int eval_steps = 10;  // evaluate on held-out prompts every N steps (0 = only at end)
+  int save_steps = 10;  // adapter checkpoint every N steps
   int logging_steps = 1;
   int eval_max_examples = 200;
   double eval_temperature = 0.0;  // greedy

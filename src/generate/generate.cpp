@@ -34,7 +34,8 @@ namespace {
 uint64_t mix(uint64_t x) { return splitmix64(x); }
 
 std::mt19937_64 completion_rng(uint64_t seed, int64_t prompt, int64_t sample) {
-  return std::mt19937_64(mix(mix(seed) ^ mix(static_cast<uint64_t>(prompt) * 0x100000001b3ull) ^ static_cast<uint64_t>(sample)));
+  return std::mt19937_64(
+      mix(mix(seed) ^ mix(static_cast<uint64_t>(prompt) * 0x100000001b3ull) ^ static_cast<uint64_t>(sample)));
 }
 
 bool is_stop(const GenerateOptions& opts, int64_t tok) {
@@ -42,7 +43,8 @@ bool is_stop(const GenerateOptions& opts, int64_t tok) {
 }
 
 // Left-padded prompt ids and mask [P, Tp] on the model's device, after checking the ids.
-std::pair<at::Tensor, at::Tensor> pad_prompts(const model::Model& model, const std::vector<std::vector<int32_t>>& prompts) {
+std::pair<at::Tensor, at::Tensor> pad_prompts(const model::Model& model,
+                                              const std::vector<std::vector<int32_t>>& prompts) {
   const int64_t P = prompts.size(), V = model.config.vocab_size;
   int64_t Tp = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -86,7 +88,7 @@ std::vector<Completion> generate_static(const model::Model& model, const std::ve
   auto hidden = model.forward(ids, pos, &cache, mask);
   auto rep = at::arange(P, dev.dtype(at::kLong)).repeat_interleave(G);
   auto logits = model.lm_logits(hidden.select(1, Tp - 1)).to(at::kFloat).index_select(0, rep).contiguous();  // [B, V]
-  auto next_pos = (pos.select(1, Tp - 1) + 1).index_select(0, rep).unsqueeze(1).contiguous();              // [B, 1]
+  auto next_pos = (pos.select(1, Tp - 1) + 1).index_select(0, rep).unsqueeze(1).contiguous();                // [B, 1]
   cache.keep_rows(rep);
 
   // Each completion's uniforms, one per step, from its own stream: the dynamic path's draws.
@@ -166,8 +168,7 @@ std::vector<Completion> generate_static(const model::Model& model, const std::ve
 }
 }  // namespace
 
-std::vector<Completion> generate(const model::Model& model,
-                                 const std::vector<std::vector<int32_t>>& prompts,
+std::vector<Completion> generate(const model::Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerateOptions& opts) {
   opts.validate();
   if (prompts.empty()) return {};
@@ -179,14 +180,14 @@ std::vector<Completion> generate(const model::Model& model,
   auto [ids, mask] = pad_prompts(model, prompts);
   const int64_t Tp = ids.size(1);
   auto cache = model.new_cache(P, Tp + opts.max_new_tokens);
-  auto pos = model::positions_from_mask(mask);                 // [P, Tp]
-  auto hidden = model.forward(ids, pos, &cache, mask);         // [P, Tp, C]
-  auto logits = model.lm_logits(hidden.select(1, Tp - 1));     // [P, V]
-  auto next_pos = pos.select(1, Tp - 1) + 1;                   // [P]
+  auto pos = model::positions_from_mask(mask);              // [P, Tp]
+  auto hidden = model.forward(ids, pos, &cache, mask);      // [P, Tp, C]
+  auto logits = model.lm_logits(hidden.select(1, Tp - 1));  // [P, V]
+  auto next_pos = pos.select(1, Tp - 1) + 1;                // [P]
 
   // Replicate each prompt's rows G times: row r = p * G + g.
   const auto dev = at::TensorOptions().dtype(at::kLong).device(model.device());
-  auto rep = at::arange(P, dev).repeat_interleave(G);          // [P*G]
+  auto rep = at::arange(P, dev).repeat_interleave(G);  // [P*G]
   if (G > 1) {
     cache.keep_rows(rep);
     logits = logits.index_select(0, rep);
@@ -209,7 +210,7 @@ std::vector<Completion> generate(const model::Model& model,
   // trainer computes (grpo::completion_logprobs, TRL's definition), so an unmoved policy has ratio 1.
   const float inv_t = opts.temperature > 0 ? static_cast<float>(1.0 / opts.temperature) : 1.f;
   for (int64_t step = 0; step < opts.max_new_tokens && !active.empty(); ++step) {
-    auto lf = logits.to(at::kFloat).cpu().contiguous();       // [B, V]
+    auto lf = logits.to(at::kFloat).cpu().contiguous();            // [B, V]
     auto lse = at::logsumexp(inv_t == 1.f ? lf : lf * inv_t, -1);  // [B]; no scaled copy at T = 1
     const int64_t B = active.size();
     const float* lp = lf.data_ptr<float>();
@@ -241,8 +242,8 @@ std::vector<Completion> generate(const model::Model& model,
       active.swap(a);
     }
     auto tok = at::tensor(at::ArrayRef<int64_t>(next_tok), at::kLong).to(model.device()).unsqueeze(1);  // [B', 1]
-    auto h = model.forward(tok, next_pos.unsqueeze(1), &cache);                       // [B', 1, C]
-    logits = model.lm_logits(h.select(1, 0));                                         // [B', V]
+    auto h = model.forward(tok, next_pos.unsqueeze(1), &cache);                                         // [B', 1, C]
+    logits = model.lm_logits(h.select(1, 0));                                                           // [B', V]
     next_pos = next_pos + 1;
   }
   return out;

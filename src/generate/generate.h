@@ -18,11 +18,11 @@ class Model;
 namespace brl::gen {
 
 struct GenerateOptions {
-  int64_t num_generations = 1;    // G completions per prompt
+  int64_t num_generations = 1;  // G completions per prompt
   int64_t max_new_tokens = 128;
-  double temperature = 1.0;       // 0: greedy
-  int64_t top_k = 0;              // 0: off
-  double top_p = 1.0;             // 1: off
+  double temperature = 1.0;             // 0: greedy
+  int64_t top_k = 0;                    // 0: off
+  double top_p = 1.0;                   // 1: off
   std::vector<int64_t> stop_token_ids;  // eos etc.; the stop token is kept in the output
   uint64_t seed = 0;
   // How decoding runs. dynamic: finished rows leave the batch (the CPU's fastest). static: every
@@ -40,17 +40,16 @@ const char* finish_reason_name(FinishReason r);
 
 struct Completion {
   int64_t prompt_index = 0;
-  int64_t sample_index = 0;          // 0..G-1 within its prompt
-  std::vector<int32_t> tokens;       // generated ids (including the stop token, if any)
-  std::vector<float> logprobs;       // log_softmax(logits / T)[token] (T = 1 when greedy), before top-k / top-p
+  int64_t sample_index = 0;     // 0..G-1 within its prompt
+  std::vector<int32_t> tokens;  // generated ids (including the stop token, if any)
+  std::vector<float> logprobs;  // log_softmax(logits / T)[token] (T = 1 when greedy), before top-k / top-p
   FinishReason finish = FinishReason::kLength;
 };
 
 // Completions in order prompt 0 samples 0..G-1, prompt 1 ... . Prompts must be non-empty.
 // Runs on the model's device. Both decode modes draw the same uniforms per completion, so they
 // give the same tokens up to floating-point ties.
-std::vector<Completion> generate(const model::Model& model,
-                                 const std::vector<std::vector<int32_t>>& prompts,
+std::vector<Completion> generate(const model::Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerateOptions& opts);
 
 }  // namespace brl::gen

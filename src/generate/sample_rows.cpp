@@ -10,15 +10,15 @@ std::pair<at::Tensor, at::Tensor> sample_rows(const at::Tensor& logits, const at
   const bool greedy = cfg.temperature <= 0 || cfg.top_k == 1;
   const double inv_t = cfg.temperature > 0 ? 1.0 / cfg.temperature : 1.0;
   auto z = inv_t == 1.0 ? logits : logits * inv_t;  // [B, V]
-  auto logp_of = [&](const at::Tensor& tok) {
-    return z.gather(1, tok.unsqueeze(1)).squeeze(1) - at::logsumexp(z, -1);
-  };
+  auto logp_of = [&](const at::Tensor& tok) { return z.gather(1, tok.unsqueeze(1)).squeeze(1) - at::logsumexp(z, -1); };
   if (greedy) {
     auto tok = logits.argmax(-1);
     return {tok, logp_of(tok)};
   }
   const bool use_k = cfg.top_k > 0 && cfg.top_k < V, use_p = cfg.top_p < 1.0;
-  const auto r_of = [&](const at::Tensor& cdf) { return (u.to(at::kDouble).unsqueeze(1) * cdf.narrow(1, cdf.size(1) - 1, 1)); };
+  const auto r_of = [&](const at::Tensor& cdf) {
+    return (u.to(at::kDouble).unsqueeze(1) * cdf.narrow(1, cdf.size(1) - 1, 1));
+  };
   if (!use_k && !use_p) {
     auto cdf = (z - z.amax(-1, true)).exp().to(at::kDouble).cumsum(-1);  // [B, V]
     auto tok = at::searchsorted(cdf, r_of(cdf), false, /*right=*/true).squeeze(1).clamp_max(V - 1);

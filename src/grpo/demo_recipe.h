@@ -19,8 +19,8 @@ namespace brl {
 
 struct DemoRecipe {
   std::string name;
-  RunConfig run;                  // model.path and train.output_dir are left for the caller
-  grpo::PretrainOptions pretrain;  // out_dir is left for the caller
+  RunConfig run;                                        // model.path and train.output_dir are left for the caller
+  grpo::PretrainOptions pretrain;                       // out_dir is left for the caller
   TargetMetric target_metric = TargetMetric::accuracy;  // the held-out figure the demo stops on
   double target = 0.9;
   double time_limit_s = 600;      // the demo's default, pretraining included

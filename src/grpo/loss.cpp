@@ -9,7 +9,7 @@ namespace brl::grpo {
 at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, ScaleRewards scale) {
   BRL_ASSERT(rewards.dim() == 1 && group_size > 0 && rewards.size(0) % group_size == 0);
   at::Tensor r = rewards.to(at::kDouble).view({-1, group_size});  // [N, G]
-  at::Tensor adv = r - r.mean(1, /*keepdim=*/true);                 // [N, G]
+  at::Tensor adv = r - r.mean(1, /*keepdim=*/true);               // [N, G]
   if (scale == ScaleRewards::group) adv = adv / (r.std(1, /*unbiased=*/true, /*keepdim=*/true) + 1e-4);
   if (scale == ScaleRewards::batch) adv = adv / (rewards.to(at::kDouble).std(/*unbiased=*/true) + 1e-4);
   return adv.reshape({-1}).to(at::kFloat);
@@ -20,19 +20,22 @@ namespace {
 // VESPO's weight per sequence [B, 1] (TRL's get_gamma_weights): w = exp of the summed token
 // log-ratios (each clamped to [-20, 20], the sum to [log 1e-8, 20]), phi(w) = e^(lambda + k log w
 // - lambda w), computed in log space; detached (a gradient scale only), non-finite -> 0.
-at::Tensor vespo_weights(const at::Tensor& log_ratio, const at::Tensor& mask, const at::Tensor& adv, const LossOptions& o) {
+at::Tensor vespo_weights(const at::Tensor& log_ratio, const at::Tensor& mask, const at::Tensor& adv,
+                         const LossOptions& o) {
   at::NoGradGuard ng;
   at::Tensor log_w = (at::clamp(log_ratio, -20.0, 20.0) * mask).sum(1, true).clamp(std::log(1e-8), 20.0);  // [B, 1]
   at::Tensor pos = adv >= 0;
   at::Tensor k = at::where(pos, at::full_like(adv, o.vespo_k_pos), at::full_like(adv, o.vespo_k_neg));
-  at::Tensor lam = at::where(pos, at::full_like(adv, o.vespo_lambda_pos), at::full_like(adv, o.vespo_lambda_neg)).clamp_min(1e-4);
+  at::Tensor lam =
+      at::where(pos, at::full_like(adv, o.vespo_lambda_pos), at::full_like(adv, o.vespo_lambda_neg)).clamp_min(1e-4);
   return at::nan_to_num(at::exp(lam + k * log_w - lam * at::exp(log_w)), 0.0, 0.0, 0.0);
 }
 
 // 1 for active tokens whose entropy is >= the (1 - rho) quantile of the active tokens'
 // entropies, else 0 (TRL's get_high_entropy_mask: the quantile over float32 values).
 at::Tensor high_entropy_mask(const at::Tensor& entropies, const at::Tensor& mask, double rho) {
-  BRL_ASSERT(entropies.defined() && entropies.sizes() == mask.sizes(), "top_entropy_quantile < 1 needs entropies [B, T]");
+  BRL_ASSERT(entropies.defined() && entropies.sizes() == mask.sizes(),
+             "top_entropy_quantile < 1 needs entropies [B, T]");
   at::Tensor active = mask > 0;
   at::Tensor local = entropies.masked_select(active).to(at::kFloat);
   if (local.numel() == 0) return at::zeros_like(mask);
@@ -46,12 +49,11 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   const at::Tensor& logps = in.logps;  // [B, T]
   at::Tensor mask = in.mask.to(logps.dtype());
   at::Tensor adv = in.advantages.to(logps.dtype()).unsqueeze(1);  // [B, 1]
-  at::Tensor log_ratio = logps - in.old_logps;                     // [B, T]
-  at::Tensor log_w;  // [B, T] per token, [B, 1] per sequence
+  at::Tensor log_ratio = logps - in.old_logps;                    // [B, T]
+  at::Tensor log_w;                                               // [B, T] per token, [B, 1] per sequence
   if (opt.importance_sampling_level == ImportanceSamplingLevel::sequence)
     log_w = ((log_ratio * mask).sum(1) / mask.sum(1).clamp_min(1.0)).unsqueeze(1);
-  else
-    log_w = log_ratio;
+  else log_w = log_ratio;
   at::Tensor ratio = at::exp(log_w);
   at::Tensor kl;
   if (opt.beta != 0.0) {
@@ -63,9 +65,7 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   at::Tensor per_token;
   const LossType type = opt.loss_type;
   switch (type) {
-    case LossType::cispo:
-      per_token = -at::clamp_max(ratio, opt.epsilon_high).detach() * adv * logps;
-      break;
+    case LossType::cispo: per_token = -at::clamp_max(ratio, opt.epsilon_high).detach() * adv * logps; break;
     case LossType::grpo:
     case LossType::bnpo:
     case LossType::dr_grpo:
@@ -77,20 +77,20 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
       break;
     }
     case LossType::sapo: {
-      at::Tensor temp =
-          at::where(adv > 0, at::full_like(adv, opt.sapo_temperature_pos), at::full_like(adv, opt.sapo_temperature_neg));
+      at::Tensor temp = at::where(adv > 0, at::full_like(adv, opt.sapo_temperature_pos),
+                                  at::full_like(adv, opt.sapo_temperature_neg));
       per_token = -(at::sigmoid(temp * (ratio - 1.0)) * 4.0 / temp) * adv;
       break;
     }
-    case LossType::vespo:
-      per_token = -vespo_weights(log_ratio, mask, adv, opt) * adv * logps;
-      break;
+    case LossType::vespo: per_token = -vespo_weights(log_ratio, mask, adv, opt) * adv * logps; break;
   }
   if (opt.off_policy_mask_threshold > 0) {
-    at::Tensor seq_kl = ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
+    at::Tensor seq_kl =
+        ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
     per_token = per_token * ((adv >= 0) | (seq_kl <= opt.off_policy_mask_threshold)).to(mask.dtype());
   }
-  if (opt.top_entropy_quantile < 1.0) per_token = per_token * high_entropy_mask(in.entropies, mask, opt.top_entropy_quantile);
+  if (opt.top_entropy_quantile < 1.0)
+    per_token = per_token * high_entropy_mask(in.entropies, mask, opt.top_entropy_quantile);
   if (kl.defined()) per_token = per_token + opt.beta * kl;
   at::Tensor masked = per_token * mask;  // [B, T] (a per-sequence term broadcasts over its tokens)
   at::Tensor loss;
@@ -117,7 +117,8 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
     };
     // A token is clipped when the clipped branch is the one taken by min() (cispo: its cap bites).
     at::Tensor is_clipped = type == LossType::cispo ? (ratio > opt.epsilon_high) & (adv > 0)
-                                            : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) | ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
+                                                    : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) |
+                                                          ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
     stats->loss = loss.item<double>();
     stats->clip_ratio = type == LossType::sapo || type == LossType::vespo ? 0.0 : masked_mean(is_clipped);
     stats->mean_ratio = masked_mean(ratio);

@@ -25,21 +25,21 @@ namespace brl::grpo {
 at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, ScaleRewards scale);
 
 struct LossInputs {
-  at::Tensor logps;      // [B, T] log-probs of the completion tokens under the current policy (grad)
-  at::Tensor old_logps;  // [B, T] under the generating policy (no grad)
-  at::Tensor ref_logps;  // [B, T] under the reference (adapter off); undefined when beta == 0
-  at::Tensor advantages; // [B]
-  at::Tensor mask;       // [B, T] 1 for completion tokens, 0 for padding
-  at::Tensor entropies;  // [B, T] policy entropy per position (no grad); needed when top_entropy_quantile < 1
+  at::Tensor logps;       // [B, T] log-probs of the completion tokens under the current policy (grad)
+  at::Tensor old_logps;   // [B, T] under the generating policy (no grad)
+  at::Tensor ref_logps;   // [B, T] under the reference (adapter off); undefined when beta == 0
+  at::Tensor advantages;  // [B]
+  at::Tensor mask;        // [B, T] 1 for completion tokens, 0 for padding
+  at::Tensor entropies;   // [B, T] policy entropy per position (no grad); needed when top_entropy_quantile < 1
 };
 
 struct LossOptions {
   LossType loss_type = LossType::dapo;
   double epsilon_low = 0.2, epsilon_high = 0.2;  // cispo: epsilon_high caps the weight (ScaleRL: 5)
   double beta = 0.0;
-  bool use_bias_correction_kl = true;            // k3 KL times the importance ratio (TRL's default)
+  bool use_bias_correction_kl = true;  // k3 KL times the importance ratio (TRL's default)
   ImportanceSamplingLevel importance_sampling_level = ImportanceSamplingLevel::token;
-  double delta = 0;                                  // > 0: cap the unclipped ratio at delta (two-sided)
+  double delta = 0;  // > 0: cap the unclipped ratio at delta (two-sided)
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;
   // vespo: phi(w) = exp(lambda + k log w - lambda w) of the sequence ratio w (phi(1) = 1), with
   // (k, lambda) by the advantage's sign (>= 0: pos).
@@ -49,7 +49,7 @@ struct LossOptions {
   double top_entropy_quantile = 1.0;
   double off_policy_mask_threshold = 0;  // > 0: drop negative-advantage sequences whose mean
                                          // old - new log-prob exceeds it (DeepSeek-V3.2)
-  int64_t max_completion_length = 0;  // dr_grpo's constant normalizer
+  int64_t max_completion_length = 0;     // dr_grpo's constant normalizer
   // dapo: active tokens over the whole generation batch (all micro-batches); <= 0 = this batch's.
   double num_items_in_batch = 0;
 };

@@ -36,9 +36,9 @@ void write_json(const fs::path& p, const nlohmann::json& j) { write_file(p.strin
 std::string habit_answer(const tasks::Example& e, Habit habit) {
   int64_t v;
   if (!tasks::parse_leading_int(e.answer, &v) || std::to_string(v) != e.answer)
-    throw UserError("pretrain label_error_rate > 0 needs integer answers; got '" + e.answer + "' for prompt '" +
-                        e.prompt + "'",
-                    "use the arithmetic task, or label_error_rate = 0");
+    throw UserError(
+        "pretrain label_error_rate > 0 needs integer answers; got '" + e.answer + "' for prompt '" + e.prompt + "'",
+        "use the arithmetic task, or label_error_rate = 0");
   return std::to_string(habit == Habit::negate ? -v : v + 1);
 }
 
@@ -47,7 +47,8 @@ class HabitReward : public tasks::RewardFn {
  public:
   explicit HabitReward(Habit habit) : habit_(habit) {}
   std::string name() const override { return "habit"; }
-  std::vector<double> score(const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& comp) override {
+  std::vector<double> score(const std::vector<const tasks::Example*>& ex,
+                            const std::vector<std::string>& comp) override {
     std::vector<double> r(comp.size(), 0.0);
     for (size_t i = 0; i < comp.size(); ++i) {
       int64_t got;
@@ -71,7 +72,9 @@ class ScoredView : public tasks::Task {
   }
   std::string name() const override { return t_.name(); }
   tasks::Example train_example(uint64_t i, int shard, int n) const override { return t_.train_example(i, shard, n); }
-  const std::vector<tasks::Example>& eval_set() const override { return validation_ ? t_.validation_set() : t_.eval_set(); }
+  const std::vector<tasks::Example>& eval_set() const override {
+    return validation_ ? t_.validation_set() : t_.eval_set();
+  }
   const std::vector<tasks::Example>& validation_set() const override { return t_.validation_set(); }
 
  private:
@@ -85,25 +88,37 @@ void write_byte_tokenizer(const std::string& dir) {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab[tok::ByteMap::get().enc[b]] = b;  // GPT-2's byte symbols
   nlohmann::json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  nlohmann::json tok = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens",
-       {{{"id", kEos}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-         {"normalized", false}, {"special", true}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", bl},
-      {"post_processor", nullptr},
-      {"decoder", bl},
-      {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab},
-        {"merges", nlohmann::json::array()}}}};
+  nlohmann::json tok = {{"version", "1.0"},
+                        {"truncation", nullptr},
+                        {"padding", nullptr},
+                        {"added_tokens",
+                         {{{"id", kEos},
+                           {"content", "<|endoftext|>"},
+                           {"single_word", false},
+                           {"lstrip", false},
+                           {"rstrip", false},
+                           {"normalized", false},
+                           {"special", true}}}},
+                        {"normalizer", nullptr},
+                        {"pre_tokenizer", bl},
+                        {"post_processor", nullptr},
+                        {"decoder", bl},
+                        {"model",
+                         {{"type", "BPE"},
+                          {"dropout", nullptr},
+                          {"unk_token", nullptr},
+                          {"continuing_subword_prefix", nullptr},
+                          {"end_of_word_suffix", nullptr},
+                          {"fuse_unk", false},
+                          {"byte_fallback", false},
+                          {"vocab", vocab},
+                          {"merges", nlohmann::json::array()}}}};
   write_json(fs::path(dir) / "tokenizer.json", tok);
-  write_json(fs::path(dir) / "tokenizer_config.json",
-             {{"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}, {"bos_token", nullptr},
-              {"model_max_length", 512}, {"tokenizer_class", "PreTrainedTokenizerFast"}});
+  write_json(fs::path(dir) / "tokenizer_config.json", {{"eos_token", "<|endoftext|>"},
+                                                       {"pad_token", "<|endoftext|>"},
+                                                       {"bos_token", nullptr},
+                                                       {"model_max_length", 512},
+                                                       {"tokenizer_class", "PreTrainedTokenizerFast"}});
   write_json(fs::path(dir) / "generation_config.json", {{"eos_token_id", kEos}, {"pad_token_id", kEos}});
 }
 

@@ -56,8 +56,8 @@ struct PretrainOptions {
 
 struct PretrainResult {
   int steps = 0;
-  double accuracy = 0;  // held-out greedy accuracy (exact answers), of the final weights
-  double skill = 0;     // held-out greedy answers that are right or the taught wrong one
+  double accuracy = 0;                     // held-out greedy accuracy (exact answers), of the final weights
+  double skill = 0;                        // held-out greedy answers that are right or the taught wrong one
   double val_accuracy = 0, val_skill = 0;  // the same on the validation set, at the last check
   double seconds = 0;
 };

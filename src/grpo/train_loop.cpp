@@ -35,8 +35,10 @@ std::string latest_checkpoint(const std::string& out) {
 
 Session open_session(const RunConfig& cfg) {
   if (cfg.model.path.empty()) throw UserError("no base model: set [model] path or --set model.path=DIR");
-  Session s{model::load_model_on(cfg.model.path, cfg.model.device, cfg.model.dtype), tok::Tokenizer::from_dir(cfg.model.path),
-            tasks::make_task(cfg.task), {}};
+  Session s{model::load_model_on(cfg.model.path, cfg.model.device, cfg.model.dtype),
+            tok::Tokenizer::from_dir(cfg.model.path),
+            tasks::make_task(cfg.task),
+            {}};
   lora::attach(s.model, cfg.lora);  // on the model's device; f32 over a bf16 base
   for (auto& r : s.task->rewards) s.reward_weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
   return s;
@@ -70,15 +72,17 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
   double stepping = 0;  // metrics' time_s: seconds spent in GRPO steps (evaluations and checkpoints excluded)
   auto eval_now = [&](int64_t step) {
-    auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature,
-                       0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
+    auto ev = evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length,
+                       cfg.train.eval_temperature, 0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
     LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f}{} (n={})", step, ev.accuracy, ev.reward_mean,
              ev.k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", ev.pass_at_1, ev.k, ev.pass_at_k) : "", ev.n);
-    nlohmann::json line{{"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}, {"time_s", stepping}};
+    nlohmann::json line{
+        {"step", step}, {"eval_accuracy", ev.accuracy}, {"eval_reward", ev.reward_mean}, {"time_s", stepping}};
     if (ev.k) line["eval_pass_at_1"] = ev.pass_at_1, line["eval_pass_at_k"] = ev.pass_at_k, line["eval_k"] = ev.k;
     metrics << line.dump() << "\n";
     if (!metrics.flush())
-      throw UserError("cannot append to " + (fs::path(out) / "metrics.jsonl").string(), "check free space and permissions");
+      throw UserError("cannot append to " + (fs::path(out) / "metrics.jsonl").string(),
+                      "check free space and permissions");
     return ev;
   };
   TrainSummary sum;
@@ -100,15 +104,24 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     auto s = trainer.step();
     stepping += elapsed() - before;
     if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
-      LOG_INFO("step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
-               "len {:.1f} gen {:.1f}s train {:.1f}s",
-               s.step, cfg.grpo.max_steps, s.reward_mean, s.reward_std, s.accuracy, s.loss, s.kl, s.clip_ratio,
-               s.grad_norm, s.lr, s.completion_length, s.gen_seconds, s.train_seconds);
-    metrics << nlohmann::json{{"step", s.step},         {"reward", s.reward_mean},  {"reward_std", s.reward_std},
-                              {"accuracy", s.accuracy}, {"loss", s.loss},           {"kl", s.kl},
-                              {"clip_ratio", s.clip_ratio}, {"grad_norm", s.grad_norm}, {"lr", s.lr},
-                              {"completion_length", s.completion_length}, {"frac_reward_zero_std", s.frac_reward_zero_std},
-                              {"samples", s.samples}, {"time_s", stepping}}
+      LOG_INFO(
+          "step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
+          "len {:.1f} gen {:.1f}s train {:.1f}s",
+          s.step, cfg.grpo.max_steps, s.reward_mean, s.reward_std, s.accuracy, s.loss, s.kl, s.clip_ratio, s.grad_norm,
+          s.lr, s.completion_length, s.gen_seconds, s.train_seconds);
+    metrics << nlohmann::json{{"step", s.step},
+                              {"reward", s.reward_mean},
+                              {"reward_std", s.reward_std},
+                              {"accuracy", s.accuracy},
+                              {"loss", s.loss},
+                              {"kl", s.kl},
+                              {"clip_ratio", s.clip_ratio},
+                              {"grad_norm", s.grad_norm},
+                              {"lr", s.lr},
+                              {"completion_length", s.completion_length},
+                              {"frac_reward_zero_std", s.frac_reward_zero_std},
+                              {"samples", s.samples},
+                              {"time_s", stepping}}
                    .dump()
             << "\n";
     bool stop = s.step == cfg.grpo.max_steps || (time_limit_s > 0 && elapsed() > time_limit_s);
@@ -116,10 +129,11 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     if ((cfg.train.eval_steps > 0 && s.step % cfg.train.eval_steps == 0) || stop) {
       sum.final_eval = eval_now(s.step);
       sum.final_accuracy = sum.final_eval.accuracy;
-      if (target_accuracy > 0 && (on_pass ? sum.final_eval.pass_at_1 : sum.final_accuracy) >= target_accuracy) stop = true;
+      if (target_accuracy > 0 && (on_pass ? sum.final_eval.pass_at_1 : sum.final_accuracy) >= target_accuracy)
+        stop = true;
     }
-    bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean,
-                                   s.accuracy, s.loss, sum.final_accuracy));
+    bar.update(s.step, fmt::format("reward {:.3f} acc {:.3f} loss {:.4f}; eval {:.3f}", s.reward_mean, s.accuracy,
+                                   s.loss, sum.final_accuracy));
     if (stop) break;
   }
   bar.finish();

@@ -38,8 +38,8 @@ std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>
 }
 
 std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
-                                     const std::vector<const tasks::Example*>& ex,
-                                     const std::vector<std::string>& comp, std::vector<double>* first) {
+                                     const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& comp,
+                                     std::vector<double>* first) {
   if (!weights.empty() && weights.size() != task.rewards.size())
     throw UserError("grpo.reward_weights has " + std::to_string(weights.size()) + " entries for " +
                     std::to_string(task.rewards.size()) + " reward functions");
@@ -131,7 +131,8 @@ PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m)
   cfg_.validate();
   m_.set_requires_grad(false);  // the base stays frozen and shared
   params_ = lora::parameters(m_);
-  if (params_.empty()) throw UserError("GRPO trainer: the model has no LoRA adapter attached", "attach one (lora config)");
+  if (params_.empty())
+    throw UserError("GRPO trainer: the model has no LoRA adapter attached", "attach one (lora config)");
   for (auto& p : params_) p.set_requires_grad(true);
   torch::optim::AdamWOptions o(cfg_.learning_rate);
   o.betas({cfg_.adam_beta1, cfg_.adam_beta2}).eps(cfg_.adam_epsilon).weight_decay(cfg_.weight_decay);
@@ -191,8 +192,10 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, cons
                                at::Tensor* entropy) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
   // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
-  at::Tensor h = m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
-  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows), temperature, entropy);
+  at::Tensor h =
+      m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
+  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows),
+                          temperature, entropy);
 }
 
 PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
@@ -241,7 +244,8 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
     for (int64_t s = 0; s < N; s += mb) {
       at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
       LossInputs in;
-      in.logps = completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
+      in.logps =
+          completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
       in.old_logps = b.old_logps.index_select(0, rows);
       if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
       in.advantages = b.advantages.index_select(0, rows);
@@ -326,7 +330,8 @@ StepStats GrpoTrainer::step() {
   st.reward_std = r.std().item<double>();
   {
     at::Tensor groups = r.view({-1, G});
-    st.frac_reward_zero_std = (std::get<0>(groups.max(1)) == std::get<0>(groups.min(1))).to(at::kDouble).mean().item<double>();
+    st.frac_reward_zero_std =
+        (std::get<0>(groups.max(1)) == std::get<0>(groups.min(1))).to(at::kDouble).mean().item<double>();
   }
   for (double a : first) st.accuracy += a / first.size();
   st.samples = static_cast<int64_t>(comps.size());

@@ -68,8 +68,7 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
 
 // Greedy (or sampled) evaluation on the task's held-out prompts, and pass@k when pass.k > 0.
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
-                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0,
-                    const PassAtKOptions& pass = {});
+                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0, const PassAtKOptions& pass = {});
 
 // One sampled and scored GRPO batch, ready to train on: prompts left-padded to prompt_len,
 // completions right-padded to completion_len.
@@ -112,7 +111,7 @@ class PolicyOptimizer {
   PolicyStats optimize(const PolicyBatch& b, double lr);
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
-  void reset_state();  // AdamW's moments and step count back to a fresh optimizer's
+  void reset_state();     // AdamW's moments and step count back to a fresh optimizer's
   void reset_momentum();  // the first moment only: the second moment and step count stay
 
  private:
@@ -126,8 +125,8 @@ class PolicyOptimizer {
 class GrpoTrainer {
  public:
   // The model must have an adapter attached (lora::attach); only it is trained.
-  GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg,
-              int shard = 0, int num_shards = 1, std::vector<double> reward_weights = {});
+  GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard = 0,
+              int num_shards = 1, std::vector<double> reward_weights = {});
   ~GrpoTrainer();
 
   StepStats step();

@@ -46,7 +46,7 @@ class AtenFactorizer final : public proxy::ProductFactorizer {
       if (wide) {  // vecs = U_t
         Bt = vecs * root.unsqueeze(0);
         At = inv_root.unsqueeze(1) * at::mm(vecs.t(), M);
-      } else {     // vecs = V_t
+      } else {  // vecs = V_t
         Bt = at::mm(M, vecs) * inv_root.unsqueeze(0);
         At = root.unsqueeze(1) * vecs.t();
       }

@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOptions& po) {
   return {{"format", 1},
           {"model", {po.hidden_size, po.num_layers, po.num_heads, po.num_kv_heads, po.intermediate_size}},
-          {"train", {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type,
-                     po.warmup_steps, po.min_lr_ratio, po.seed}},
+          {"train",
+           {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type, po.warmup_steps,
+            po.min_lr_ratio, po.seed}},
           {"stop", {po.eval_every, po.eval_examples, po.target_accuracy}},
           {"habit", {po.label_error_rate, po.habit}},
           {"task", RunConfig(cfg).to_json()["task"]}};
@@ -34,7 +35,8 @@ bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg, const g
   if (!fs::exists(fs::path(base_dir) / "model.safetensors")) return false;
   std::ifstream f(recipe_file(base_dir));
   if (f && nlohmann::json::parse(f, nullptr, false) == demo_base_recipe(cfg, po)) return true;
-  LOG_INFO("demo: the base model in {} was made from {} recipe; pretraining again", base_dir, f ? "another" : "an unrecorded");
+  LOG_INFO("demo: the base model in {} was made from {} recipe; pretraining again", base_dir,
+           f ? "another" : "an unrecorded");
   return false;
 }
 
@@ -90,14 +92,26 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   auto pass = [](const protocol::EvalRecord& e) {
     return e.k ? nlohmann::json{{"k", e.k}, {"pass_at_1", e.pass_at_1}, {"pass_at_k", e.pass_at_k}} : nlohmann::json();
   };
-  nlohmann::json j{{"recipe", recipe.name}, {"target_metric", recipe.target_metric},
-                   {"initial_pass", pass(r.first_eval)}, {"final_pass", pass(r.last_eval)}, {"workers", opt.workers}, {"mode", cfg.sync.mode}, {"slowdown", opt.slowdown},
-                   {"base_cached", sum.base.cached}, {"pretrain_seconds", sum.base.seconds},
-                   {"initial_accuracy", r.initial_accuracy}, {"final_accuracy", r.final_accuracy},
-                   {"best_accuracy", r.best_accuracy}, {"target_accuracy", opt.target_accuracy},
-                   {"seconds_to_target", r.seconds_to_target}, {"version_seconds_to_target", r.version_seconds_to_target}, {"run_seconds", r.seconds},
+  nlohmann::json j{{"recipe", recipe.name},
+                   {"target_metric", recipe.target_metric},
+                   {"initial_pass", pass(r.first_eval)},
+                   {"final_pass", pass(r.last_eval)},
+                   {"workers", opt.workers},
+                   {"mode", cfg.sync.mode},
+                   {"slowdown", opt.slowdown},
+                   {"base_cached", sum.base.cached},
+                   {"pretrain_seconds", sum.base.seconds},
+                   {"initial_accuracy", r.initial_accuracy},
+                   {"final_accuracy", r.final_accuracy},
+                   {"best_accuracy", r.best_accuracy},
+                   {"target_accuracy", opt.target_accuracy},
+                   {"seconds_to_target", r.seconds_to_target},
+                   {"version_seconds_to_target", r.version_seconds_to_target},
+                   {"run_seconds", r.seconds},
                    {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
-                   {"versions", r.versions}, {"updates", r.updates}, {"verify_ok", r.verify.ok()}};
+                   {"versions", r.versions},
+                   {"updates", r.updates},
+                   {"verify_ok", r.verify.ok()}};
   write_file((fs::path(cfg.train.output_dir) / "summary.json").string(), j.dump(2) + "\n");
   return sum;
 }

@@ -17,7 +17,7 @@
 namespace brl::launch {
 
 struct DemoOptions {
-  std::string recipe = "fast";   // grpo/demo_recipe.h; the three below default to the recipe's
+  std::string recipe = "fast";  // grpo/demo_recipe.h; the three below default to the recipe's
   std::string out = "runs/demo";
   double time_limit_s = 600;     // the whole demo, pretraining included
   double target_accuracy = 0.9;  // of the recipe's target metric (held-out accuracy or pass@1)

@@ -29,7 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 struct Child {
   std::string name, log;
   std::vector<std::string> args, env;  // env: extra NAME=value entries
@@ -136,7 +135,8 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   cfg.validate();
   if (opt.target_metric == TargetMetric::pass_at_1 && opt.target_accuracy > 0 && cfg.train.eval_pass_k == 0)
-    throw UserError("run: a pass@1 target needs the evaluator's pass@k", "leave train.eval_pass_k at -1 (k = G) or set k >= 1");
+    throw UserError("run: a pass@1 target needs the evaluator's pass@k",
+                    "leave train.eval_pass_k at -1 (k = G) or set k >= 1");
   if (opt.workers < 1) throw UserError("run: --workers " + std::to_string(opt.workers) + " must be >= 1");
   const std::string out = cfg.train.output_dir;
   LocalRunSummary sum;
@@ -164,9 +164,11 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   kids.push_back({"proxy", (fs::path(logs) / "proxy.log").string(), {"proxy", "--bucket", sum.bucket}, threads_env(1)});
   if (!opt.http.empty()) kids.back().args.insert(kids.back().args.end(), {"--http", opt.http});
   for (int i = 0; i < opt.workers; ++i) {
-    Child c{"worker-" + std::to_string(i), (fs::path(logs) / ("worker-" + std::to_string(i) + ".log")).string(),
+    Child c{"worker-" + std::to_string(i),
+            (fs::path(logs) / ("worker-" + std::to_string(i) + ".log")).string(),
             {"worker", "--bucket", sum.bucket, "--id", "w" + std::to_string(i), "--shard",
-             std::to_string(i) + "/" + std::to_string(opt.workers), "--threads", std::to_string(per_worker), "--cache-dir", cache},
+             std::to_string(i) + "/" + std::to_string(opt.workers), "--threads", std::to_string(per_worker),
+             "--cache-dir", cache},
             threads_env(per_worker)};
     if (i < static_cast<int>(opt.slowdown.size()) && opt.slowdown[i] != 1)
       c.args.insert(c.args.end(), {"--slowdown", std::to_string(opt.slowdown[i])});
@@ -174,9 +176,11 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
     kids.push_back(c);
   }
   if (opt.evaluator)
-    kids.push_back({"evaluator", (fs::path(logs) / "evaluator.log").string(),
+    kids.push_back({"evaluator",
+                    (fs::path(logs) / "evaluator.log").string(),
                     {"evaluator", "--bucket", sum.bucket, "--cache-dir", cache, "--threads", "1", "--min-interval",
-                     std::to_string(opt.eval_interval_s)}, threads_env(1)});
+                     std::to_string(opt.eval_interval_s)},
+                    threads_env(1)});
   for (auto& c : kids) spawn(exe, c);
   LOG_INFO("run: proxy, {} workers ({} threads each){}; bucket {}; logs in {}", opt.workers, per_worker,
            opt.evaluator ? " and an evaluator" : "", sum.bucket, logs);
@@ -185,7 +189,8 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   bool target_hit = false;
   auto workers_done = [&] {
     for (auto& c : kids)
-      if (c.name.rfind("worker-", 0) == 0 && !(c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return false;
+      if (c.name.rfind("worker-", 0) == 0 && !(c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0))
+        return false;
     return true;
   };
   // On a terminal a live line under the per-version log lines; elsewhere those lines suffice.
@@ -219,7 +224,8 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
       bool clean = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && c.name.rfind("worker-", 0) == 0;
       if (clean) continue;  // a worker that reached its step limit
       // Anything else that dies is restarted: the bucket has all it needs to continue.
-      if (c.restarts >= 5) throw UserError("run: " + c.name + " failed 5 times (" + describe_exit(c.status) + "); see " + c.log);
+      if (c.restarts >= 5)
+        throw UserError("run: " + c.name + " failed 5 times (" + describe_exit(c.status) + "); see " + c.log);
       LOG_WARN("run: {} stopped ({}); restarting it (see {})", c.name, describe_exit(c.status), c.log);
       ++c.restarts;
       spawn(exe, c);
@@ -240,7 +246,8 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
           shown_eval = e->version;
           note_eval(*e);
           LOG_INFO("run: {:.0f}s  held-out accuracy {:.3f}{} at v{}", elapsed(), e->accuracy,
-                   e->k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", e->pass_at_1, e->k, e->pass_at_k) : "", e->version);
+                   e->k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", e->pass_at_1, e->k, e->pass_at_k) : "",
+                   e->version);
           if (opt.target_accuracy > 0 && (on_pass ? e->pass_at_1 : e->accuracy) >= opt.target_accuracy) {
             target_hit = true;
             sum.seconds_to_target = elapsed();

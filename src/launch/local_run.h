@@ -15,17 +15,17 @@
 namespace brl::launch {
 
 struct LocalRunOptions {
-  std::string bucket;            // "" = <train.output_dir>/bucket
+  std::string bucket;  // "" = <train.output_dir>/bucket
   int workers = 2;
-  double time_limit_s = 0;       // 0 = until Ctrl-C or grpo.max_steps per worker
-  double target_accuracy = 0;    // stop when an evaluation reaches this (0 = never)
+  double time_limit_s = 0;                              // 0 = until Ctrl-C or grpo.max_steps per worker
+  double target_accuracy = 0;                           // stop when an evaluation reaches this (0 = never)
   TargetMetric target_metric = TargetMetric::accuracy;  // what target_accuracy is compared with
-  std::string exe;               // the bucketrl executable ("" = this process's)
-  std::string log_dir;           // child logs ("" = <train.output_dir>/logs)
-  std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)
+  std::string exe;                                      // the bucketrl executable ("" = this process's)
+  std::string log_dir;                                  // child logs ("" = <train.output_dir>/logs)
+  std::vector<double> slowdown;                         // per worker, for benchmarks (1 = normal speed)
   bool evaluator = true;
-  double eval_interval_s = 0;    // evaluator: at most one evaluation per this many seconds
-  std::string http;              // the proxy's --http ADDR:PORT | off ("" = the proxy's default)
+  double eval_interval_s = 0;  // evaluator: at most one evaluation per this many seconds
+  std::string http;            // the proxy's --http ADDR:PORT | off ("" = the proxy's default)
 };
 
 struct LocalRunSummary {

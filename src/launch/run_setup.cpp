@@ -85,7 +85,8 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   m.stats = {{"init_seed", cfg.lora.init_seed}};
   m.payload_dtype = kPublishDtypes(cfg.aggregation.publish_dtype);
   // A bf16 version 0 needs no master copy: its rounded values are where everyone starts.
-  protocol::publish_version(s, m, protocol::encode_adapter(worker::snapshot(m0), bf16 ? st::DType::BF16 : st::DType::F32))
+  protocol::publish_version(s, m,
+                            protocol::encode_adapter(worker::snapshot(m0), bf16 ? st::DType::BF16 : st::DType::F32))
       .throw_if_error();
 
   std::random_device rd;
@@ -100,9 +101,10 @@ protocol::RunDescription init_run(store::ObjectStore& s, RunConfig cfg) {
   s.put(protocol::run_key(), run.to_json().dump(1), once).throw_if_error();
   LOG_INFO("init: run {} in {}: base {} ({} files), version 0 published; {}", run.run_id, s.describe(),
            run.base_sha256.substr(0, 16), run.base_files.size(),
-           cfg.security.allowed_keys.empty() ? std::string("unsigned updates accepted (no [security] allowed_keys)")
-                                             : "only updates signed by one of " + std::to_string(cfg.security.allowed_keys.size()) +
-                                                   " allowed keys are folded");
+           cfg.security.allowed_keys.empty()
+               ? std::string("unsigned updates accepted (no [security] allowed_keys)")
+               : "only updates signed by one of " + std::to_string(cfg.security.allowed_keys.size()) +
+                     " allowed keys are folded");
   return run;
 }
 

@@ -39,7 +39,7 @@ void attach(model::Model& m, const LoraConfig& cfg) {
     auto opts = lin->weight.options().dtype(at::kFloat).requires_grad(false);
     if (lin->weight.scalar_type() == at::kDouble) opts = opts.dtype(at::kDouble);
     s.A = at::empty({cfg.r, in}, opts.device(at::kCPU)).uniform_(-bound, bound, gen).to(opts.device());  // [r, in]
-    s.B = at::zeros({out, cfg.r}, opts);                                                              // [out, r]
+    s.B = at::zeros({out, cfg.r}, opts);                                                                 // [out, r]
     s.A.set_requires_grad(true);
     s.B.set_requires_grad(true);
     s.scale = cfg.scale();
@@ -85,16 +85,21 @@ void set_adapter_tensors(model::Model& m, const std::map<std::string, torch::Ten
     seen.insert(key);
   }
   for (auto& [key, v] : values)
-    if (!seen.count(key)) throw UserError(source + ": unexpected adapter tensor '" + key + "'", "it matches no adapted module of this model");
+    if (!seen.count(key))
+      throw UserError(source + ": unexpected adapter tensor '" + key + "'",
+                      "it matches no adapted module of this model");
 }
 
 LoraConfig read_peft_config(const std::string& dir) {
   std::string path = (fs::path(dir) / "adapter_config.json").string();
   std::ifstream f(path);
-  if (!f) throw UserError("cannot read '" + path + "'", "a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors");
+  if (!f)
+    throw UserError("cannot read '" + path + "'",
+                    "a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors");
   auto j = nlohmann::json::parse(f, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw UserError(path + ": not valid JSON");
-  if (j.value("peft_type", "") != "LORA") throw UserError(path + ": peft_type is '" + j.value("peft_type", "") + "', expected \"LORA\"");
+  if (j.value("peft_type", "") != "LORA")
+    throw UserError(path + ": peft_type is '" + j.value("peft_type", "") + "', expected \"LORA\"");
   LoraConfig c;
   auto num = [&](const char* k, auto def) {
     if (!j.contains(k) || j[k].is_null()) return def;
@@ -105,7 +110,8 @@ LoraConfig read_peft_config(const std::string& dir) {
   c.lora_alpha = num("lora_alpha", 8.0);
   c.lora_dropout = num("lora_dropout", 0.0);
   c.use_rslora = j.value("use_rslora", false);
-  if (j.value("fan_in_fan_out", false)) throw UserError(path + ": fan_in_fan_out = true is not supported (GPT-2 Conv1D layouts)");
+  if (j.value("fan_in_fan_out", false))
+    throw UserError(path + ": fan_in_fan_out = true is not supported (GPT-2 Conv1D layouts)");
   if (j.contains("target_modules")) {
     auto& t = j["target_modules"];
     if (t.is_string()) c.target_modules = {t.get<std::string>()};
@@ -125,7 +131,8 @@ LoraConfig load_peft(model::Model& m, const std::string& dir) {
   // Attach only where the file has tensors (PEFT may list modules by regex); shapes give r.
   std::set<std::string> present;
   for (auto& [k, v] : values) {
-    if (k.rfind(kPrefix, 0) != 0 || k.size() < 16) throw UserError(st + ": unexpected tensor '" + k + "'", "PEFT keys start with base_model.model.");
+    if (k.rfind(kPrefix, 0) != 0 || k.size() < 16)
+      throw UserError(st + ": unexpected tensor '" + k + "'", "PEFT keys start with base_model.model.");
     std::string mod = k.substr(kPrefix.size());
     auto p = mod.rfind(".lora_");
     if (p == std::string::npos) throw UserError(st + ": unexpected tensor '" + k + "'");
@@ -135,7 +142,8 @@ LoraConfig load_peft(model::Model& m, const std::string& dir) {
   for (auto& [name, lin] : m.projections())
     if (present.count(name)) {
       std::string l = leaf(name);
-      if (std::find(c.target_modules.begin(), c.target_modules.end(), l) == c.target_modules.end()) c.target_modules.push_back(l);
+      if (std::find(c.target_modules.begin(), c.target_modules.end(), l) == c.target_modules.end())
+        c.target_modules.push_back(l);
     }
   if (c.target_modules.empty()) throw UserError(st + ": no tensor matches a module of this model");
   attach(m, c);

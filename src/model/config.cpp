@@ -46,9 +46,7 @@ int64_t ModelConfig::num_parameters() const {
 }
 
 void ModelConfig::validate(const std::string& source) const {
-  auto bad = [&](const std::string& what) {
-    throw UserError(source + ": " + what, "fix the model's config.json");
-  };
+  auto bad = [&](const std::string& what) { throw UserError(source + ": " + what, "fix the model's config.json"); };
   if (std::find(kSupported.begin(), kSupported.end(), model_type) == kSupported.end())
     bad("unsupported model_type \"" + model_type + "\" (supported: " + join(kSupported) + ")");
   auto pos = [&](const char* name, int64_t v) {
@@ -63,8 +61,8 @@ void ModelConfig::validate(const std::string& source) const {
   pos("head_dim", head_dim);
   pos("max_position_embeddings", max_position_embeddings);
   if (num_attention_heads % num_key_value_heads != 0)
-    bad("num_attention_heads (" + std::to_string(num_attention_heads) +
-        ") must be divisible by num_key_value_heads (" + std::to_string(num_key_value_heads) + ")");
+    bad("num_attention_heads (" + std::to_string(num_attention_heads) + ") must be divisible by num_key_value_heads (" +
+        std::to_string(num_key_value_heads) + ")");
   if (!(rms_norm_eps > 0)) bad("rms_norm_eps (" + std::to_string(rms_norm_eps) + ") must be > 0");
   if (!(rope_theta > 0)) bad("rope_theta (" + std::to_string(rope_theta) + ") must be > 0");
   if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1))
@@ -121,9 +119,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   c.num_hidden_layers = req("num_hidden_layers");
   c.num_attention_heads = req("num_attention_heads");
   c.num_key_value_heads = get_or<int64_t>(j, "num_key_value_heads", c.num_attention_heads, source);
-  c.head_dim = get_or<int64_t>(j, "head_dim",
-                               c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0,
-                               source);
+  c.head_dim =
+      get_or<int64_t>(j, "head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0, source);
   c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, source);
   c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, source);
   c.partial_rotary_factor = get_or<double>(j, "partial_rotary_factor", 1.0, source);

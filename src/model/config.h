@@ -14,28 +14,28 @@ namespace brl::model {
 struct ModelConfig {
   std::string model_type = "qwen2";  // llama | qwen2 | qwen3
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;           // C
-  int64_t intermediate_size = 0;     // SwiGLU inner width
+  int64_t hidden_size = 0;        // C
+  int64_t intermediate_size = 0;  // SwiGLU inner width
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;   // GQA: heads / kv_heads queries share one k/v head
-  int64_t head_dim = 0;              // default hidden_size / num_attention_heads
+  int64_t num_key_value_heads = 0;  // GQA: heads / kv_heads queries share one k/v head
+  int64_t head_dim = 0;             // default hidden_size / num_attention_heads
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;  // rotary on the first head_dim * factor dims
   int64_t max_position_embeddings = 32768;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;       // q/k/v biases (qwen2: always; llama: also o_proj)
-  bool o_proj_bias = false;          // llama's attention_bias covers o_proj too
-  bool mlp_bias = false;             // llama's mlp_bias
-  bool qk_norm = false;              // qwen3: per-head RMSNorm of q and k before RoPE
+  bool attention_bias = false;  // q/k/v biases (qwen2: always; llama: also o_proj)
+  bool o_proj_bias = false;     // llama's attention_bias covers o_proj too
+  bool mlp_bias = false;        // llama's mlp_bias
+  bool qk_norm = false;         // qwen3: per-head RMSNorm of q and k before RoPE
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
   std::string torch_dtype = "float32";
 
-  int64_t n_rot() const;          // rotary dims per head (even)
+  int64_t n_rot() const;  // rotary dims per head (even)
   int64_t n_groups() const { return num_attention_heads / num_key_value_heads; }
-  int64_t num_parameters() const; // total weights, counting tied embeddings once
+  int64_t num_parameters() const;  // total weights, counting tied embeddings once
 
   // Throws UserError quoting the offending values; `source` names the file.
   void validate(const std::string& source = "config") const;

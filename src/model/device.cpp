@@ -39,9 +39,10 @@ c10::Device resolve_device(const std::string& name) {
   if (index < 0) throw UserError("device '" + name + "' is not a device name", "use auto, cpu, cuda or cuda:N");
   const int n = cuda_available() ? c10::cuda::device_count() : 0;
   if (index >= n)
-    throw UserError("device '" + name + "' is not here: " + (n == 0 ? "no CUDA GPU is visible (" + describe_compute() + ")"
-                                                                     : std::to_string(n) + " CUDA GPU(s)"),
-                    "use --device cpu (or auto), or run on a machine with that GPU");
+    throw UserError(
+        "device '" + name + "' is not here: " +
+            (n == 0 ? "no CUDA GPU is visible (" + describe_compute() + ")" : std::to_string(n) + " CUDA GPU(s)"),
+        "use --device cpu (or auto), or run on a machine with that GPU");
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
@@ -73,8 +74,8 @@ std::string describe_compute() {
   auto gpus = cuda_devices();
   if (gpus.empty()) s += "; cuda: no device";
   for (auto& g : gpus)
-    s += "; cuda:" + std::to_string(g.index) + " " + g.name + " (sm_" + std::to_string(g.major) + std::to_string(g.minor) + ", " +
-         std::to_string(g.total_memory >> 30) + " GiB)";
+    s += "; cuda:" + std::to_string(g.index) + " " + g.name + " (sm_" + std::to_string(g.major) +
+         std::to_string(g.minor) + ", " + std::to_string(g.total_memory >> 30) + " GiB)";
   return s;
 }
 

@@ -14,9 +14,9 @@ namespace brl::model {
 
 struct CudaDevice {
   int index = 0;
-  std::string name;            // e.g. "NVIDIA H200"
-  int major = 0, minor = 0;    // compute capability
-  int64_t total_memory = 0;    // bytes
+  std::string name;          // e.g. "NVIDIA H200"
+  int major = 0, minor = 0;  // compute capability
+  int64_t total_memory = 0;  // bytes
 };
 
 // CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies); empty without a GPU.

@@ -5,8 +5,8 @@
 
 namespace brl::model {
 
-KvCache KvCache::allocate(const ModelConfig& cfg, int64_t batch, int64_t max_tokens,
-                          torch::ScalarType dtype, torch::Device device) {
+KvCache KvCache::allocate(const ModelConfig& cfg, int64_t batch, int64_t max_tokens, torch::ScalarType dtype,
+                          torch::Device device) {
   KvCache c;
   auto opts = at::TensorOptions().dtype(dtype).device(device);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {

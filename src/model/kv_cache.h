@@ -18,8 +18,8 @@ struct KvCache {
   torch::Tensor valid;              // [B, T_max] bool: slot holds a non-pad token
   int64_t len = 0;                  // slots filled so far (same for every row)
 
-  static KvCache allocate(const ModelConfig& cfg, int64_t batch, int64_t max_tokens,
-                          torch::ScalarType dtype, torch::Device device = torch::kCPU);
+  static KvCache allocate(const ModelConfig& cfg, int64_t batch, int64_t max_tokens, torch::ScalarType dtype,
+                          torch::Device device = torch::kCPU);
   int64_t batch() const { return valid.size(0); }
   int64_t capacity() const { return valid.size(1); }
   // rows: int64 [B'] indices into the current batch (may repeat); cache becomes [B', ...].

@@ -15,25 +15,24 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   return (xf * r).to(x.scalar_type()) * weight;
 }
 
-RopeCosSin rope_cos_sin(const torch::Tensor& positions, int64_t n_rot, double theta,
-                        torch::ScalarType dtype) {
+RopeCosSin rope_cos_sin(const torch::Tensor& positions, int64_t n_rot, double theta, torch::ScalarType dtype) {
   auto opts = at::TensorOptions().dtype(at::kFloat).device(positions.device());
   // inv_freq[i] = 1 / theta^(2i / n_rot), i < n_rot/2, in f32 as HF computes it.
   auto idx = at::arange(0, n_rot, 2, opts);
   auto inv_freq = 1.0 / at::pow(theta, idx / static_cast<double>(n_rot));  // [n_rot/2]
-  auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // [B, T, n_rot/2]
-  auto emb = at::cat({freqs, freqs}, -1).unsqueeze(2);             // [B, T, 1, n_rot]
+  auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;          // [B, T, n_rot/2]
+  auto emb = at::cat({freqs, freqs}, -1).unsqueeze(2);                     // [B, T, 1, n_rot]
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeCosSin& cs) {
   const int64_t D = x.size(-1), R = cs.cos.size(-1);
-  auto rot = R == D ? x : x.narrow(-1, 0, R);          // [B, T, H, R]
+  auto rot = R == D ? x : x.narrow(-1, 0, R);  // [B, T, H, R]
   auto x1 = rot.narrow(-1, 0, R / 2), x2 = rot.narrow(-1, R / 2, R / 2);
-  auto rotated = at::cat({-x2, x1}, -1);               // rotate_half
+  auto rotated = at::cat({-x2, x1}, -1);  // rotate_half
   auto out = rot * cs.cos + rotated * cs.sin;
   if (R == D) return out;
-  return at::cat({out, x.narrow(-1, R, D - R)}, -1);   // pass-through dims unchanged
+  return at::cat({out, x.narrow(-1, R, D - R)}, -1);  // pass-through dims unchanged
 }
 
 }  // namespace brl::model

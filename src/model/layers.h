@@ -13,8 +13,7 @@ struct RopeCosSin {
   torch::Tensor cos, sin;  // [B, T, 1, n_rot] (broadcast over heads)
 };
 // positions [B, T] int64 -> cos/sin of position * theta^(-2i/n_rot), each half repeated.
-RopeCosSin rope_cos_sin(const torch::Tensor& positions, int64_t n_rot, double theta,
-                        torch::ScalarType dtype);
+RopeCosSin rope_cos_sin(const torch::Tensor& positions, int64_t n_rot, double theta, torch::ScalarType dtype);
 // x [B, T, H, D]: rotate the first n_rot dims of each head (rotate-half pairs i, i + n_rot/2).
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeCosSin& cs);
 

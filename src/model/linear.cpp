@@ -14,8 +14,8 @@ torch::Tensor Linear::forward(const torch::Tensor& x, bool adapters_enabled, boo
     // branch runs in the adapter's dtype and is added back in the base's.
     auto xl = x.scalar_type() == lora->A.scalar_type() ? x : x.to(lora->A.scalar_type());
     auto xin = (training && lora->dropout > 0) ? at::dropout(xl, lora->dropout, true) : xl;
-    auto h = at::linear(xin, lora->A);                 // [..., r]
-    auto d = at::linear(h, lora->B) * lora->scale;     // [..., out]
+    auto h = at::linear(xin, lora->A);              // [..., r]
+    auto d = at::linear(h, lora->B) * lora->scale;  // [..., out]
     y = y + (d.scalar_type() == y.scalar_type() ? d : d.to(y.scalar_type()));
   }
   return y;

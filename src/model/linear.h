@@ -13,15 +13,15 @@ namespace brl::model {
 
 struct LoraSlot {
   // A and B may be f32 over a low-precision base (trained adapters): the branch then runs in f32.
-  torch::Tensor A;        // [r, in]
-  torch::Tensor B;        // [out, r]
-  double scale = 1.0;     // lora_alpha / r (or / sqrt(r) with rslora)
-  double dropout = 0.0;   // on the LoRA branch's input, training mode only
+  torch::Tensor A;       // [r, in]
+  torch::Tensor B;       // [out, r]
+  double scale = 1.0;    // lora_alpha / r (or / sqrt(r) with rslora)
+  double dropout = 0.0;  // on the LoRA branch's input, training mode only
 };
 
 struct Linear {
-  torch::Tensor weight;   // [out, in]
-  torch::Tensor bias;     // [out] or undefined
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out] or undefined
   std::optional<LoraSlot> lora;
 
   int64_t in_features() const { return weight.size(1); }

@@ -24,9 +24,8 @@ KvCache Model::new_cache(int64_t batch, int64_t max_tokens) const {
   return KvCache::allocate(config, batch, max_tokens, dtype(), device());
 }
 
-torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x,
-                               const RopeCosSin& rope, const torch::Tensor& mask,
-                               KvCache* cache, const torch::Tensor& slot) const {
+torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x, const RopeCosSin& rope,
+                               const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const {
   const auto& a = layer.self_attn;
   const int64_t B = x.size(0), T = x.size(1);
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads;
@@ -42,7 +41,7 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
   k = apply_rope(k, rope);  // [B, T, Hkv, D]
   // Query heads h = kv * G + g share kv head `kv`: group them as [B, Hkv, G*T, D] so one
   // batched matmul per kv head serves all its queries (no repeat of K/V).
-  torch::Tensor K, V;                    // [B, Hkv, L, D]
+  torch::Tensor K, V;  // [B, Hkv, L, D]
   if (cache && slot.defined()) {
     cache->k[index].index_copy_(2, slot, k.transpose(1, 2));
     cache->v[index].index_copy_(2, slot, v.transpose(1, 2));
@@ -67,7 +66,8 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
     // expanded to every query head.
     at::Tensor out;  // [B, H, T, D]
     if (!mask.defined()) {
-      out = at::scaled_dot_product_attention(q.transpose(1, 2), K, V, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/true);
+      out = at::scaled_dot_product_attention(q.transpose(1, 2), K, V, {}, 0.0, /*is_causal=*/true, scale,
+                                             /*enable_gqa=*/true);
     } else {
       auto Ke = G > 1 ? K.repeat_interleave(G, 1) : K, Ve = G > 1 ? V.repeat_interleave(G, 1) : V;
       out = at::scaled_dot_product_attention(q.transpose(1, 2), Ke, Ve, mask.view({B, 1, T, L}), 0.0, false, scale);
@@ -79,15 +79,15 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
   if (mask.defined()) scores = (scores.view({B, Hkv, G, T, L}) + mask).view({B, Hkv, G * T, L});
   // Low-precision scores are normalized in f32.
   const bool low = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
-  auto probs = low ? at::softmax(scores, -1, at::kFloat).to(x.scalar_type())
-                   : at::softmax(scores, -1);                            // [B, Hkv, G*T, L]
-  auto out = at::matmul(probs, V);                                        // [B, Hkv, G*T, D]
+  auto probs =
+      low ? at::softmax(scores, -1, at::kFloat).to(x.scalar_type()) : at::softmax(scores, -1);  // [B, Hkv, G*T, L]
+  auto out = at::matmul(probs, V);                                                              // [B, Hkv, G*T, D]
   out = out.view({B, Hkv, G, T, D}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * D});
-  return a.o_proj.forward(out, adapters_enabled, training);              // [B, T, C]
+  return a.o_proj.forward(out, adapters_enabled, training);  // [B, T, C]
 }
 
-torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
-                             KvCache* cache, const torch::Tensor& attn_mask) const {
+torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor& positions, KvCache* cache,
+                             const torch::Tensor& attn_mask) const {
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B, T]");
   TORCH_CHECK(positions.sizes() == input_ids.sizes(), "positions must match input_ids");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
@@ -120,17 +120,15 @@ torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor
       allowed = allowed & (kj <= qi).unsqueeze(0);
     }
     if (need_pad) allowed = allowed & key_valid.unsqueeze(1);
-    mask = at::zeros({B, T, L}, dev.dtype(dtype()))
-               .masked_fill_(allowed.logical_not(), -1e9)
-               .view({B, 1, 1, T, L});
+    mask = at::zeros({B, T, L}, dev.dtype(dtype())).masked_fill_(allowed.logical_not(), -1e9).view({B, 1, 1, T, L});
   }
   auto h = layers_forward(input_ids, positions, mask, cache, {});
   if (cache) cache->len = L;
   return h;
 }
 
-torch::Tensor Model::forward_static(const torch::Tensor& input_ids, const torch::Tensor& positions,
-                                    KvCache& cache, const torch::Tensor& slot) const {
+torch::Tensor Model::forward_static(const torch::Tensor& input_ids, const torch::Tensor& positions, KvCache& cache,
+                                    const torch::Tensor& slot) const {
   TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) == 1, "forward_static takes input_ids [B, 1]");
   TORCH_CHECK(cache.batch() == input_ids.size(0), "cache batch ", cache.batch(), " != input batch ", input_ids.size(0));
   const int64_t B = input_ids.size(0), L = cache.capacity();
@@ -148,8 +146,7 @@ torch::Tensor Model::layers_forward(const torch::Tensor& input_ids, const torch:
   auto h = at::embedding(embed_tokens, input_ids);  // [B, T, C]
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const auto& layer = layers[l];
-    h = h + attention(layer, l, rms_norm(h, layer.input_layernorm, config.rms_norm_eps), rope,
-                      mask, cache, slot);
+    h = h + attention(layer, l, rms_norm(h, layer.input_layernorm, config.rms_norm_eps), rope, mask, cache, slot);
     auto x = rms_norm(h, layer.post_attention_layernorm, config.rms_norm_eps);
     const auto& m = layer.mlp;
     auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training)) *
@@ -165,13 +162,16 @@ torch::Tensor Model::lm_logits(const torch::Tensor& hidden) const {
 
 torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
   auto ids = input_ids.dim() == 1 ? input_ids.unsqueeze(0) : input_ids;
-  auto pos = at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device())).unsqueeze(0).expand({ids.size(0), ids.size(1)});
+  auto pos = at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device()))
+                 .unsqueeze(0)
+                 .expand({ids.size(0), ids.size(1)});
   return lm_logits(forward(ids, pos.contiguous()));
 }
 
-torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets,
-                                    double temperature, torch::Tensor* entropy) const {
-  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes, entropy);
+torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets, double temperature,
+                                    torch::Tensor* entropy) const {
+  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes,
+                                entropy);
 }
 
 std::vector<NamedTensor> Model::named_tensors() {

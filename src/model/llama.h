@@ -28,7 +28,7 @@ struct Mlp {
 };
 
 struct DecoderLayer {
-  torch::Tensor input_layernorm;           // [C]
+  torch::Tensor input_layernorm;  // [C]
   Attention self_attn;
   torch::Tensor post_attention_layernorm;  // [C]
   Mlp mlp;
@@ -48,8 +48,8 @@ class Model {
   ModelConfig config;
   torch::Tensor embed_tokens;  // [V, C]
   std::vector<DecoderLayer> layers;
-  torch::Tensor norm;          // [C]
-  torch::Tensor lm_head;       // [V, C]; undefined when tie_word_embeddings
+  torch::Tensor norm;            // [C]
+  torch::Tensor lm_head;         // [V, C]; undefined when tie_word_embeddings
   bool adapters_enabled = true;  // false: base model only (GRPO's reference policy)
   bool training = false;         // LoRA dropout on
 
@@ -60,14 +60,14 @@ class Model {
   // input_ids [B, T] int64, positions [B, T] int64 -> final-normed hidden states [B, T, C].
   // cache: appends the T new tokens at slot cache->len (then advances it).
   // attn_mask [B, T] bool/int (true = real token, false = left padding); undefined = all real.
-  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
-                        KvCache* cache = nullptr, const torch::Tensor& attn_mask = {}) const;
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& positions, KvCache* cache = nullptr,
+                        const torch::Tensor& attn_mask = {}) const;
   // One decode step with fixed shapes and no host synchronisation, so that it can be captured
   // as a CUDA graph and replayed: input_ids [B, 1], positions [B, 1], slot int64 [1] on the
   // model's device (the cache slot every row writes; the caller advances it and cache.len).
   // Attends over the cache's whole capacity, masked by `valid`. -> hidden states [B, 1, C].
-  torch::Tensor forward_static(const torch::Tensor& input_ids, const torch::Tensor& positions,
-                               KvCache& cache, const torch::Tensor& slot) const;
+  torch::Tensor forward_static(const torch::Tensor& input_ids, const torch::Tensor& positions, KvCache& cache,
+                               const torch::Tensor& slot) const;
   // hidden [..., C] -> logits [..., V]
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
   // Convenience for tests and oracles: ids [B, T] (or [T]) at positions 0.. -> logits [B, T, V].
@@ -75,8 +75,8 @@ class Model {
   // log p(targets | hidden) [B, T] at temperature `temperature`, computed in chunks of rows
   // (chunked_token_logprobs) without materializing [B, T, V]; differentiable w.r.t. hidden and
   // the LM head. entropy: optionally set to each position's softmax entropy [B, T] (detached).
-  torch::Tensor token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets,
-                               double temperature = 1.0, torch::Tensor* entropy = nullptr) const;
+  torch::Tensor token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets, double temperature = 1.0,
+                               torch::Tensor* entropy = nullptr) const;
 
   KvCache new_cache(int64_t batch, int64_t max_tokens) const;
 
@@ -93,9 +93,8 @@ class Model {
 
  private:
   // mask: additive [B, 1, 1, T, L] or undefined. slot defined: static-cache write (forward_static).
-  torch::Tensor attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x,
-                          const RopeCosSin& rope, const torch::Tensor& mask,
-                          KvCache* cache, const torch::Tensor& slot) const;
+  torch::Tensor attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x, const RopeCosSin& rope,
+                          const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const;
   torch::Tensor layers_forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
                                const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const;
 };

@@ -28,7 +28,7 @@ std::string shape_str(at::IntArrayRef s) {
 // Tensors a checkpoint may carry that the model does not use.
 bool ignorable(const std::string& name, const ModelConfig& cfg) {
   if (name.find("rotary_emb.inv_freq") != std::string::npos) return true;  // old HF exports
-  return cfg.tie_word_embeddings && name == "lm_head.weight";  // tied: the embedding serves
+  return cfg.tie_word_embeddings && name == "lm_head.weight";              // tied: the embedding serves
 }
 }  // namespace
 
@@ -62,8 +62,8 @@ Model load_model(const std::string& dir, const LoadOptions& opts) {
       where[name] = f;
       if (!shards.count(f)) {
         if (!fs::exists(root / f))
-          throw UserError(index.string() + " lists shard " + f + " (for tensor \"" + name +
-                          "\") but " + (root / f).string() + " does not exist");
+          throw UserError(index.string() + " lists shard " + f + " (for tensor \"" + name + "\") but " +
+                          (root / f).string() + " does not exist");
         shards.emplace(f, st::SafetensorsFile::open((root / f).string()));
       }
     }
@@ -71,8 +71,8 @@ Model load_model(const std::string& dir, const LoadOptions& opts) {
       for (auto& n : sf.names()) {
         auto it = where.find(n);
         if (it == where.end() && !ignorable(n, cfg))
-          throw UserError("shard " + (root / f).string() + " holds tensor \"" + n +
-                          "\" that " + index.string() + " does not list");
+          throw UserError("shard " + (root / f).string() + " holds tensor \"" + n + "\" that " + index.string() +
+                          " does not list");
       }
   } else if (fs::exists(single)) {
     shards.emplace("model.safetensors", st::SafetensorsFile::open(single.string()));
@@ -86,14 +86,14 @@ Model load_model(const std::string& dir, const LoadOptions& opts) {
   for (auto& nt : model.named_tensors()) {
     auto it = where.find(nt.name);
     if (it == where.end())
-      throw UserError("model " + dir + ": missing tensor \"" + nt.name + "\" (expected shape " +
-                          shape_str(nt.shape) + ")",
-                      "the checkpoint does not match config.json (model_type " + cfg.model_type + ")");
+      throw UserError(
+          "model " + dir + ": missing tensor \"" + nt.name + "\" (expected shape " + shape_str(nt.shape) + ")",
+          "the checkpoint does not match config.json (model_type " + cfg.model_type + ")");
     const auto& sf = shards.at(it->second);
     const auto* v = sf.find(nt.name);
     if (!v)
-      throw UserError("model " + dir + ": tensor \"" + nt.name + "\" is listed in the index for " +
-                      it->second + " but that shard does not hold it");
+      throw UserError("model " + dir + ": tensor \"" + nt.name + "\" is listed in the index for " + it->second +
+                      " but that shard does not hold it");
     if (v->shape != nt.shape)
       throw UserError("model " + dir + ": tensor \"" + nt.name + "\" in " + sf.label() + " has shape " +
                           shape_str(v->shape) + ", expected " + shape_str(nt.shape),
@@ -108,8 +108,8 @@ Model load_model(const std::string& dir, const LoadOptions& opts) {
   for (auto& [name, file] : where)
     if (!used.count(name) && !ignorable(name, cfg))
       throw UserError("model " + dir + ": unexpected tensor \"" + name + "\" in " + file,
-                      "the checkpoint does not match config.json (model_type " + cfg.model_type +
-                          ", " + std::to_string(cfg.num_hidden_layers) + " layers)");
+                      "the checkpoint does not match config.json (model_type " + cfg.model_type + ", " +
+                          std::to_string(cfg.num_hidden_layers) + " layers)");
   model.set_requires_grad(false);
   return model;
 }

@@ -22,8 +22,7 @@ Model load_model(const std::string& dir, const LoadOptions& opts = {});
 
 // Writes dir/config.json and dir/model.safetensors (creating dir). save_dtype kUndefined keeps
 // the model's dtype.
-void save_model(Model& model, const std::string& dir,
-                torch::ScalarType save_dtype = torch::ScalarType::Undefined);
+void save_model(Model& model, const std::string& dir, torch::ScalarType save_dtype = torch::ScalarType::Undefined);
 
 // Weights ~ N(0, init_std), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, init_std); seeded.
 // On a CUDA device the weights are drawn there (seeded, but other values than the CPU's):

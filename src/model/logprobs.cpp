@@ -12,9 +12,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Softmax statistics in f32 at least (f64 for f64 inputs: gradient checks).
-at::ScalarType acc_type(const torch::Tensor& h) {
-  return h.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
+at::ScalarType acc_type(const torch::Tensor& h) { return h.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
 struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
   // h [N, C], w [V, C], t [N] -> [N]
@@ -82,20 +80,24 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       d.scatter_add_(1, t.narrow(0, s, n).unsqueeze(1), gc);
       if (temperature != 1.0) d.div_(temperature);
       auto dd = d.to(h.scalar_type());
-      if (need_h) gh.narrow(0, s, n).copy_(at::matmul(dd, w));                // [n, C]
-      if (need_w) gw.add_(at::matmul(dd.t(), hc).to(acc));                  // [V, C]
+      if (need_h) gh.narrow(0, s, n).copy_(at::matmul(dd, w));  // [n, C]
+      if (need_w) gw.add_(at::matmul(dd.t(), hc).to(acc));      // [V, C]
     }
-    return {gh, need_w ? gw.to(w.scalar_type()) : torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {gh,
+            need_w ? gw.to(w.scalar_type()) : torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
   }
 };
 }  // namespace
 
 torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                     const torch::Tensor& targets, double temperature,
-                                     int64_t chunk_tokens, int64_t keep_bytes, torch::Tensor* entropy) {
-  TORCH_CHECK(hidden.size(-1) == weight.size(1), "hidden size ", hidden.size(-1),
-              " != LM head input ", weight.size(1));
+                                     const torch::Tensor& targets, double temperature, int64_t chunk_tokens,
+                                     int64_t keep_bytes, torch::Tensor* entropy) {
+  TORCH_CHECK(hidden.size(-1) == weight.size(1), "hidden size ", hidden.size(-1), " != LM head input ", weight.size(1));
   TORCH_CHECK(targets.sizes() == hidden.sizes().slice(0, hidden.dim() - 1),
               "targets must have the shape of hidden without its last dim");
   auto h = hidden.reshape({-1, hidden.size(-1)});  // [N, C]
@@ -103,8 +105,8 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
   // Only when a gradient will be asked for (forward runs in no-grad mode: decide here).
   const bool grad = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
   torch::Tensor ent;
-  auto out = ChunkedLogprobs::apply(h, weight, t, temperature, std::max<int64_t>(1, chunk_tokens), grad ? keep_bytes : -1,
-                                    entropy ? &ent : nullptr);
+  auto out = ChunkedLogprobs::apply(h, weight, t, temperature, std::max<int64_t>(1, chunk_tokens),
+                                    grad ? keep_bytes : -1, entropy ? &ent : nullptr);
   if (entropy) *entropy = ent.view(targets.sizes());
   return out.view(targets.sizes());
 }

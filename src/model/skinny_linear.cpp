@@ -103,10 +103,18 @@ template <typename V, int MaxMR, int NR>
       case 2: tile<V, 2, NR>(a, m0, n0); break;
       case 3: tile<V, 3, NR>(a, m0, n0); break;
       case 4: tile<V, 4, NR>(a, m0, n0); break;
-      case 5: if constexpr (MaxMR >= 5) tile<V, 5, NR>(a, m0, n0); break;
-      case 6: if constexpr (MaxMR >= 6) tile<V, 6, NR>(a, m0, n0); break;
-      case 7: if constexpr (MaxMR >= 7) tile<V, 7, NR>(a, m0, n0); break;
-      case 8: if constexpr (MaxMR >= 8) tile<V, 8, NR>(a, m0, n0); break;
+      case 5:
+        if constexpr (MaxMR >= 5) tile<V, 5, NR>(a, m0, n0);
+        break;
+      case 6:
+        if constexpr (MaxMR >= 6) tile<V, 6, NR>(a, m0, n0);
+        break;
+      case 7:
+        if constexpr (MaxMR >= 7) tile<V, 7, NR>(a, m0, n0);
+        break;
+      case 8:
+        if constexpr (MaxMR >= 8) tile<V, 8, NR>(a, m0, n0);
+        break;
     }
   }
 }
@@ -155,8 +163,7 @@ bool skinny_isa_supported(SkinnyIsa isa) {
     case SkinnyIsa::kGeneric: return true;
 #if defined(__x86_64__) || defined(__i386__)
     case SkinnyIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case SkinnyIsa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case SkinnyIsa::kAvx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
 #endif
     default: return false;
   }
@@ -166,28 +173,31 @@ bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& w, const at::T
   if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu()) return false;
   if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat) return false;
   if (x.dim() < 1 || w.dim() != 2 || !w.is_contiguous() || x.size(-1) != w.size(1)) return false;
-  if (b.defined() && (!b.device().is_cpu() || b.scalar_type() != at::kFloat || b.dim() != 1 ||
-                      b.size(0) != w.size(0) || !b.is_contiguous()))
+  if (b.defined() && (!b.device().is_cpu() || b.scalar_type() != at::kFloat || b.dim() != 1 || b.size(0) != w.size(0) ||
+                      !b.is_contiguous()))
     return false;
   const int64_t K = w.size(1);
   if (K == 0) return false;
   const int64_t M = x.numel() / K;
   if (M < 1 || M > kSkinnyMaxRows) return false;
   // The result records no autograd history: only when none is wanted.
-  if (at::GradMode::is_enabled() &&
-      (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad())))
+  if (at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad())))
     return false;
   return true;
 }
 
-at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                         SkinnyIsa isa) {
+at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SkinnyIsa isa) {
   TORCH_CHECK(skinny_linear_applies(x, w, b), "skinny_linear: unsupported arguments");
   const int64_t K = w.size(1), N = w.size(0), M = x.numel() / K;
   auto xc = x.reshape({M, K}).contiguous();  // at most 16 rows: a copy is cheap
   auto y = at::empty({M, N}, x.options());
-  const Args a{xc.data_ptr<float>(), w.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
-               y.data_ptr<float>(), M, K, N};
+  const Args a{xc.data_ptr<float>(),
+               w.data_ptr<float>(),
+               b.defined() ? b.data_ptr<float>() : nullptr,
+               y.data_ptr<float>(),
+               M,
+               K,
+               N};
   const ColumnsFn fn = pick(isa);
   // Pieces of W taken by the threads in turn from a shared counter, not one fixed share each:
   // on this shared 2-core machine a thread often loses its core for a while (to another
@@ -203,8 +213,7 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
     std::atomic<int64_t> next{0};
     at::parallel_for(0, std::min<int64_t>(threads, pieces), 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
-        for (int64_t p; (p = next.fetch_add(1)) < pieces;)
-          fn(a, p * rows, std::min(N, (p + 1) * rows));
+        for (int64_t p; (p = next.fetch_add(1)) < pieces;) fn(a, p * rows, std::min(N, (p + 1) * rows));
     });
   }
   auto sizes = x.sizes().vec();

@@ -62,8 +62,7 @@ st::TensorData tensor_data(const std::string& name, const torch::Tensor& t) {
   return d;
 }
 
-void save_tensors(const std::string& path,
-                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+void save_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                   const std::map<std::string, std::string>& metadata) {
   std::vector<torch::Tensor> keep;
   std::vector<st::TensorData> data;

@@ -23,8 +23,7 @@ torch::Tensor copy_tensor(const st::TensorView& v, torch::ScalarType dtype = tor
 st::TensorData tensor_data(const std::string& name, const torch::Tensor& t);
 
 // Whole-file helpers (adapters, tests). Tensors are made contiguous CPU before writing.
-void save_tensors(const std::string& path,
-                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+void save_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                   const std::map<std::string, std::string>& metadata = {});
 std::map<std::string, torch::Tensor> load_tensors(const std::string& path,
                                                   torch::ScalarType dtype = torch::ScalarType::Undefined);

@@ -65,7 +65,8 @@ void omp_policy_preinit(int, char** argv, char** envp) {
 
 // Only an executable's .preinit_array runs; a shared library ignores it. This object is linked
 // into every executable that sets threads through set_compute_threads.
-__attribute__((section(".preinit_array"), used)) void (*const brl_omp_policy_preinit)(int, char**, char**) = omp_policy_preinit;
+__attribute__((section(".preinit_array"), used)) void (*const brl_omp_policy_preinit)(int, char**,
+                                                                                      char**) = omp_policy_preinit;
 
 int set_compute_threads(int n) {
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());

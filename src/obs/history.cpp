@@ -35,7 +35,9 @@ VersionPoint summarize_version(const protocol::Manifest& m) {
     p.reward_mean = rw / w;
     p.accuracy = acc / w;
     double var = 0;
-    for (auto& u : m.updates) var += static_cast<double>(std::max<int64_t>(u.samples, 0)) * (u.reward_mean - p.reward_mean) * (u.reward_mean - p.reward_mean);
+    for (auto& u : m.updates)
+      var += static_cast<double>(std::max<int64_t>(u.samples, 0)) * (u.reward_mean - p.reward_mean) *
+             (u.reward_mean - p.reward_mean);
     p.reward_std = std::sqrt(var / w);
   }
   if (p.updates) p.staleness_mean = stale / static_cast<double>(p.updates);
@@ -45,16 +47,27 @@ VersionPoint summarize_version(const protocol::Manifest& m) {
 }
 
 nlohmann::json VersionPoint::to_json() const {
-  return {{"version", version}, {"created_ms", created_ms}, {"proxy", proxy}, {"updates", updates}, {"rejected", rejected},
-          {"samples", samples}, {"reward_mean", reward_mean}, {"reward_std", reward_std}, {"accuracy", accuracy},
-          {"bytes_in", bytes_in}, {"aggregate_s", aggregate_s}, {"staleness_mean", staleness_mean}, {"delta_norm", delta_norm},
+  return {{"version", version},
+          {"created_ms", created_ms},
+          {"proxy", proxy},
+          {"updates", updates},
+          {"rejected", rejected},
+          {"samples", samples},
+          {"reward_mean", reward_mean},
+          {"reward_std", reward_std},
+          {"accuracy", accuracy},
+          {"bytes_in", bytes_in},
+          {"aggregate_s", aggregate_s},
+          {"staleness_mean", staleness_mean},
+          {"delta_norm", delta_norm},
           {"frac_reward_zero_std", frac_reward_zero_std}};
 }
 
 protocol::RunHealth RunHistory::health(const protocol::RunHealthRule& rule) const {
   std::vector<protocol::VersionSignal> signals;
   for (auto& v : versions)
-    if (v.updates > 0) signals.push_back({v.version, v.reward_mean, v.frac_reward_zero_std, v.best_version, v.best_reward});
+    if (v.updates > 0)
+      signals.push_back({v.version, v.reward_mean, v.frac_reward_zero_std, v.best_version, v.best_reward});
   std::vector<protocol::EvalRecord> evs;
   for (auto& [v, e] : evals) evs.push_back(e);
   return protocol::assess_run(signals, evs, rule);
@@ -84,9 +97,14 @@ nlohmann::json RunHistory::to_json() const {
                  es = nlohmann::json::array();
   for (auto& v : versions) vs.push_back(v.to_json());
   for (auto& [name, t] : workers)
-    ws[name] = {{"folded", t.folded}, {"rejected", t.rejected}, {"samples", t.samples}, {"bytes", t.bytes},
-                {"staleness_mean", t.staleness_mean()}, {"last_version", t.last_version}};
-  for (auto& r : rejected) rs.push_back({{"version", r.version}, {"worker", r.worker}, {"id", r.id}, {"reason", r.reason}});
+    ws[name] = {{"folded", t.folded},
+                {"rejected", t.rejected},
+                {"samples", t.samples},
+                {"bytes", t.bytes},
+                {"staleness_mean", t.staleness_mean()},
+                {"last_version", t.last_version}};
+  for (auto& r : rejected)
+    rs.push_back({{"version", r.version}, {"worker", r.worker}, {"id", r.id}, {"reason", r.reason}});
   for (auto& [v, e] : evals) es.push_back(e.to_json());
   return {{"versions", vs}, {"workers", ws}, {"rejected", rs}, {"evals", es}};
 }

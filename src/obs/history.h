@@ -24,9 +24,9 @@ struct VersionPoint {
   // Sample-weighted mean of the folded updates' train rewards, and their spread (weighted
   // standard deviation across the updates: how much the workers' batches disagree).
   double reward_mean = 0, reward_std = 0, accuracy = 0;
-  uint64_t bytes_in = 0;         // sum of the folded update objects' sizes
-  double aggregate_s = 0;        // the proxy's aggregation time
-  double staleness_mean = 0;     // mean staleness of the folded updates
+  uint64_t bytes_in = 0;      // sum of the folded update objects' sizes
+  double aggregate_s = 0;     // the proxy's aggregation time
+  double staleness_mean = 0;  // mean staleness of the folded updates
   double delta_norm = 0;
   double frac_reward_zero_std = -1;  // of its updates' prompt groups without reward variance (-1: unknown)
   int64_t best_version = -1;         // the run's best train reward up to it, as its proxy recorded it

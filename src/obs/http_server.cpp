@@ -77,8 +77,8 @@ bool base64_decode(std::string_view in, std::string* out) {
 }
 
 int ms_left(Clock::time_point deadline) {
-  return static_cast<int>(std::max<int64_t>(
-      0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+  return static_cast<int>(
+      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
 }
 
 // On a non-blocking socket: everything, or false once the deadline passes or the peer is gone.
@@ -119,7 +119,8 @@ Result<HttpRequest> parse_request(std::string_view head) {
   r.version = std::string(line.substr(s2 + 1));
   if (r.method.empty() || !std::all_of(r.method.begin(), r.method.end(), is_token_char)) return bad("bad method");
   if (r.version != "HTTP/1.1" && r.version != "HTTP/1.0") return bad("unsupported version " + r.version);
-  if (r.target.empty() || r.target[0] != '/' || r.target.find(' ') != std::string::npos) return bad("target must start with '/'");
+  if (r.target.empty() || r.target[0] != '/' || r.target.find(' ') != std::string::npos)
+    return bad("target must start with '/'");
   size_t q = r.target.find('?');
   r.path = r.target.substr(0, q);
   if (q != std::string::npos) r.query = r.target.substr(q + 1);
@@ -179,7 +180,8 @@ ListenAddress parse_listen_address(const std::string& text, const std::string& f
   char* end = nullptr;
   long p = std::strtol(port.c_str(), &end, 10);
   if (port.empty() || *end != '\0' || p < 0 || p > 65535 || inet_pton(AF_INET, a.host.c_str(), &tmp) != 1)
-    throw UserError(flag + " " + text + ": not ADDR:PORT", "e.g. " + flag + " 127.0.0.1:9470, " + flag + " 0.0.0.0:9470 (needs a token) or " + flag + " off");
+    throw UserError(flag + " " + text + ": not ADDR:PORT",
+                    "e.g. " + flag + " 127.0.0.1:9470, " + flag + " 0.0.0.0:9470 (needs a token) or " + flag + " off");
   a.port = static_cast<int>(p);
   return a;
 }
@@ -221,7 +223,9 @@ HttpServer::HttpServer(ListenAddress addr, std::string token) : addr_(std::move(
 
 HttpServer::~HttpServer() { stop(); }
 
-void HttpServer::route(const std::string& path, Handler h, bool is_public) { routes_[path] = {std::move(h), is_public}; }
+void HttpServer::route(const std::string& path, Handler h, bool is_public) {
+  routes_[path] = {std::move(h), is_public};
+}
 
 std::string HttpServer::url() const { return "http://" + addr_.host + ":" + std::to_string(port_) + "/"; }
 
@@ -229,8 +233,9 @@ Status HttpServer::start() {
   const std::string where = addr_.host + ":" + std::to_string(addr_.port);
   if (requires_token() && token_.empty())
     return {StatusCode::kInvalidArgument,
-            "HTTP on " + where + " would be reachable from other machines, and no token is set: set BRL_PROXY_TOKEN "
-            "(or --http-token-file FILE), or bind to 127.0.0.1"};
+            "HTTP on " + where +
+                " would be reachable from other machines, and no token is set: set BRL_PROXY_TOKEN "
+                "(or --http-token-file FILE), or bind to 127.0.0.1"};
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);  // accept() drains the queue
   if (fd < 0) return {StatusCode::kIOError, "HTTP " + where + ": socket: " + std::strerror(errno)};
   int one = 1;
@@ -286,7 +291,8 @@ void HttpServer::serve() {
       bool done = false;
       if (p[i + 1].revents != 0) done = read_head(c.fd, c.head);
       if (!done && ms_left(c.deadline) == 0) {
-        send_all(c.fd, format_response({408, "text/plain; charset=utf-8", "request head not complete in time\n", {}}), 100);
+        send_all(c.fd, format_response({408, "text/plain; charset=utf-8", "request head not complete in time\n", {}}),
+                 100);
         done = true;
       }
       if (done) drop(i);
@@ -314,7 +320,7 @@ bool HttpServer::read_head(int fd, std::string& head) {
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;  // more later
-    if (n <= 0) return true;  // closed before a whole head arrived
+    if (n <= 0) return true;                                               // closed before a whole head arrived
     // Only the new bytes (and the 3 before them) can complete the blank line.
     const size_t from = head.size() < 3 ? 0 : head.size() - 3;
     head.append(buf, static_cast<size_t>(n));
@@ -342,7 +348,9 @@ HttpResponse HttpServer::respond(const HttpRequest& req) const {
   auto it = routes_.find(req.path);
   if (it == routes_.end()) return {404, "text/plain; charset=utf-8", "no such endpoint: " + req.path + "\n", {}};
   if (!it->second.is_public && requires_token() && !authorization_matches(req.header("authorization"), token_))
-    return {401, "text/plain; charset=utf-8", "this endpoint needs Authorization: Bearer <token>\n",
+    return {401,
+            "text/plain; charset=utf-8",
+            "this endpoint needs Authorization: Bearer <token>\n",
             {{"WWW-Authenticate", "Bearer realm=\"bucketrl\""}, {"WWW-Authenticate", "Basic realm=\"bucketrl\""}}};
   if (req.method != "GET" && req.method != "HEAD")
     return {405, "text/plain; charset=utf-8", req.method + " is not supported: use GET\n", {{"Allow", "GET, HEAD"}}};

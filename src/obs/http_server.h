@@ -75,8 +75,8 @@ class HttpServer {
   // Binds, listens and starts the serving thread. Errors (address in use, ...) name the address.
   Status start();
   void stop();
-  int port() const { return port_; }            // the bound port (after start)
-  std::string url() const;                      // http://host:port/
+  int port() const { return port_; }  // the bound port (after start)
+  std::string url() const;            // http://host:port/
   bool requires_token() const { return !is_loopback(addr_.host); }
 
   // Handles one parsed request (routing + auth); what the serving thread does per connection.

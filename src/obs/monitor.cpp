@@ -96,8 +96,12 @@ nlohmann::json Monitor::status() const {
   st["run"] = {{"id", run_id_}, {"task", task_}, {"mode", mode_}, {"codec", codec_}};
   st["proxy"] = {{"id", proxy_id_}, {"started_ms", started_ms_}, {"uptime_s", (now - started_ms_) / 1000.0}};
   st["version"] = std::max(live_.version, history_.newest());
-  st["counters"] = {{"published", live_.published}, {"accepted", live_.accepted}, {"rejected", live_.rejected},
-                    {"polls", live_.polls}, {"rejected_by_reason", live_.rejected_by_reason}, {"bytes_in", bytes_in_}};
+  st["counters"] = {{"published", live_.published},
+                    {"accepted", live_.accepted},
+                    {"rejected", live_.rejected},
+                    {"polls", live_.polls},
+                    {"rejected_by_reason", live_.rejected_by_reason},
+                    {"bytes_in", bytes_in_}};
   // One row per worker: its heartbeat and health (live) with what the manifests say it contributed.
   nlohmann::json workers = nlohmann::json::array();
   auto add = [&](const std::string& name, const WorkerLive* w) {
@@ -125,15 +129,21 @@ std::string Monitor::metrics() const {
   const int64_t now = protocol::now_ms();
   PromText p;
   p.family("bucketrl_ready", "gauge", "1 once the proxy has read the run from the bucket").sample(ready_ ? 1 : 0);
-  p.family("bucketrl_version", "gauge", "newest global adapter version").sample(static_cast<double>(std::max(live_.version, history_.newest())));
-  p.family("bucketrl_versions_published_total", "counter", "global versions this proxy published").sample(static_cast<double>(live_.published));
-  p.family("bucketrl_updates_accepted_total", "counter", "worker updates this proxy accepted").sample(static_cast<double>(live_.accepted));
+  p.family("bucketrl_version", "gauge", "newest global adapter version")
+      .sample(static_cast<double>(std::max(live_.version, history_.newest())));
+  p.family("bucketrl_versions_published_total", "counter", "global versions this proxy published")
+      .sample(static_cast<double>(live_.published));
+  p.family("bucketrl_updates_accepted_total", "counter", "worker updates this proxy accepted")
+      .sample(static_cast<double>(live_.accepted));
   p.family("bucketrl_updates_rejected_total", "counter", "worker updates this proxy rejected, by reason");
   for (auto& [reason, n] : live_.rejected_by_reason) p.sample(static_cast<double>(n), {{"reason", reason}});
-  p.family("bucketrl_proxy_polls_total", "counter", "bucket polls of this proxy").sample(static_cast<double>(live_.polls));
-  p.family("bucketrl_proxy_gc_failures_total", "counter", "manifest reads and removals that failed in garbage collection (retried)")
+  p.family("bucketrl_proxy_polls_total", "counter", "bucket polls of this proxy")
+      .sample(static_cast<double>(live_.polls));
+  p.family("bucketrl_proxy_gc_failures_total", "counter",
+           "manifest reads and removals that failed in garbage collection (retried)")
       .sample(static_cast<double>(live_.gc_failures));
-  p.family("bucketrl_bytes_in_total", "counter", "bytes of the worker updates folded into versions published since this proxy started")
+  p.family("bucketrl_bytes_in_total", "counter",
+           "bytes of the worker updates folded into versions published since this proxy started")
       .sample(static_cast<double>(bytes_in_));
   p.family("bucketrl_aggregation_seconds", "summary", "time to aggregate a version (since this proxy started)")
       .sample(aggregate_s_sum_, {}, "_sum")
@@ -145,22 +155,27 @@ std::string Monitor::metrics() const {
   for (const auto& s : protocol::kHealthNames.names) p.sample(by_state[s], {{"state", s}});
   if (!history_.versions.empty()) {
     const VersionPoint& v = history_.versions.back();
-    p.family("bucketrl_train_reward", "gauge", "mean train reward of the updates folded into the newest version").sample(v.reward_mean);
-    p.family("bucketrl_train_reward_spread", "gauge", "standard deviation of that reward across the folded updates").sample(v.reward_std);
+    p.family("bucketrl_train_reward", "gauge", "mean train reward of the updates folded into the newest version")
+        .sample(v.reward_mean);
+    p.family("bucketrl_train_reward_spread", "gauge", "standard deviation of that reward across the folded updates")
+        .sample(v.reward_std);
   }
   {
     const protocol::RunHealth h = history_.health(health_rule_);
-    p.family("bucketrl_run_health", "gauge", "1 for the run's health state (protocol/health.h: ok, collapsed, regressed)");
+    p.family("bucketrl_run_health", "gauge",
+             "1 for the run's health state (protocol/health.h: ok, collapsed, regressed)");
     for (const char* s : {"ok", "collapsed", "regressed"}) p.sample(h.state == s ? 1 : 0, {{"state", s}});
     p.family("bucketrl_run_health_since_version", "gauge", "the version the run's health state started at (-1 when ok)")
         .sample(static_cast<double>(h.since_version));
   }
   if (!history_.evals.empty()) {
     const protocol::EvalRecord& e = history_.evals.rbegin()->second;
-    p.family("bucketrl_heldout_accuracy", "gauge", "held-out accuracy of the newest evaluated version").sample(e.accuracy);
+    p.family("bucketrl_heldout_accuracy", "gauge", "held-out accuracy of the newest evaluated version")
+        .sample(e.accuracy);
     if (e.k > 0) {
       const std::string k = std::to_string(e.k);
-      p.family("bucketrl_heldout_pass_at_k", "gauge", "held-out pass@k of the newest evaluated version, k sampled answers a prompt")
+      p.family("bucketrl_heldout_pass_at_k", "gauge",
+               "held-out pass@k of the newest evaluated version, k sampled answers a prompt")
           .sample(e.pass_at_1, {{"k", "1"}})
           .sample(e.pass_at_k, {{"k", k}});
     }
@@ -171,10 +186,12 @@ std::string Monitor::metrics() const {
   for (auto& [name, w] : live_.workers) p.sample(w.beat.samples_per_s, {{"worker", name}});
   p.family("bucketrl_worker_device_memory_bytes", "gauge", "GPU memory the worker's allocator holds (0 on a CPU)");
   for (auto& [name, w] : live_.workers)
-    if (!w.beat.device.empty()) p.sample(static_cast<double>(w.beat.device_memory_bytes), {{"worker", name}, {"device", w.beat.device}});
+    if (!w.beat.device.empty())
+      p.sample(static_cast<double>(w.beat.device_memory_bytes), {{"worker", name}, {"device", w.beat.device}});
   p.family("bucketrl_worker_step", "gauge", "the worker's GRPO step");
   for (auto& [name, w] : live_.workers) p.sample(static_cast<double>(w.beat.step), {{"worker", name}});
-  p.family("bucketrl_worker_updates_folded", "gauge", "the worker's updates folded into the versions in the proxy's history");
+  p.family("bucketrl_worker_updates_folded", "gauge",
+           "the worker's updates folded into the versions in the proxy's history");
   for (auto& [name, t] : history_.workers) p.sample(static_cast<double>(t.folded), {{"worker", name}});
   return p.str();
 }

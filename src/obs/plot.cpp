@@ -39,8 +39,10 @@ std::string svg_plot(const PlotSpec& spec) {
   const double W = spec.width, H = spec.height;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (auto& s : spec.series) {
-    for (auto& [x, y] : s.points) x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
-    for (auto& b : s.band) x0 = std::min(x0, b[0]), x1 = std::max(x1, b[0]), y0 = std::min(y0, b[1]), y1 = std::max(y1, b[2]);
+    for (auto& [x, y] : s.points)
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    for (auto& b : s.band)
+      x0 = std::min(x0, b[0]), x1 = std::max(x1, b[0]), y0 = std::min(y0, b[1]), y1 = std::max(y1, b[2]);
   }
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -50,7 +52,8 @@ std::string svg_plot(const PlotSpec& spec) {
       "<text x=\"{2}\" y=\"24\" font-size=\"16\" font-weight=\"bold\" fill=\"#1f2328\">{3}</text>\n",
       spec.width, spec.height, kPlotLeft, xml_escape(spec.title));
   if (!(x0 <= x1)) {  // no data at all
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#656d76\">no data</text>\n</svg>\n", W / 2, H / 2);
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#656d76\">no data</text>\n</svg>\n",
+                       W / 2, H / 2);
     return out;
   }
   if (x1 == x0) x0 -= 1, x1 += 1;
@@ -61,34 +64,44 @@ std::string svg_plot(const PlotSpec& spec) {
   auto Y = [&](double y) { return H - kPlotBottom - (y - y0) / (y1 - y0) * (H - kPlotTop - kPlotBottom); };
   double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
   for (double t : yt)
-    out += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.2f}\" y2=\"{2:.2f}\" stroke=\"#d0d7de\" stroke-width=\"1\"/>"
-                       "<text x=\"{3}\" y=\"{4:.2f}\" text-anchor=\"end\" fill=\"#656d76\">{5}</text>\n",
-                       kPlotLeft, W - kPlotRight, Y(t), kPlotLeft - 8, Y(t) + 4, tick_label(t, ystep));
+    out += fmt::format(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.2f}\" y2=\"{2:.2f}\" stroke=\"#d0d7de\" stroke-width=\"1\"/>"
+        "<text x=\"{3}\" y=\"{4:.2f}\" text-anchor=\"end\" fill=\"#656d76\">{5}</text>\n",
+        kPlotLeft, W - kPlotRight, Y(t), kPlotLeft - 8, Y(t) + 4, tick_label(t, ystep));
   for (double t : xt)
-    out += fmt::format("<line x1=\"{0:.2f}\" x2=\"{0:.2f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#8c959f\"/>"
-                       "<text x=\"{0:.2f}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#656d76\">{4}</text>\n",
-                       X(t), H - kPlotBottom, H - kPlotBottom + 5, H - kPlotBottom + 20, tick_label(t, xstep));
-  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#1f2328\">{}</text>\n", (kPlotLeft + W - kPlotRight) / 2,
-                     H - 10, xml_escape(spec.x_label));
-  out += fmt::format("<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\" fill=\"#1f2328\">{}</text>\n",
-                     (kPlotTop + H - kPlotBottom) / 2, xml_escape(spec.y_label));
+    out += fmt::format(
+        "<line x1=\"{0:.2f}\" x2=\"{0:.2f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#8c959f\"/>"
+        "<text x=\"{0:.2f}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#656d76\">{4}</text>\n",
+        X(t), H - kPlotBottom, H - kPlotBottom + 5, H - kPlotBottom + 20, tick_label(t, xstep));
+  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#1f2328\">{}</text>\n",
+                     (kPlotLeft + W - kPlotRight) / 2, H - 10, xml_escape(spec.x_label));
+  out += fmt::format(
+      "<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\" fill=\"#1f2328\">{}</text>\n",
+      (kPlotTop + H - kPlotBottom) / 2, xml_escape(spec.y_label));
   double lx = kPlotLeft + 10;
   for (auto& s : spec.series) {
     if (s.band.size() > 1) {
       std::string pts;
       for (auto& b : s.band) pts += fmt::format("{:.2f},{:.2f} ", X(b[0]), Y(b[2]));
-      for (auto it = s.band.rbegin(); it != s.band.rend(); ++it) pts += fmt::format("{:.2f},{:.2f} ", X((*it)[0]), Y((*it)[1]));
+      for (auto it = s.band.rbegin(); it != s.band.rend(); ++it)
+        pts += fmt::format("{:.2f},{:.2f} ", X((*it)[0]), Y((*it)[1]));
       out += fmt::format("<polygon class=\"band\" points=\"{}\" fill=\"{}\" fill-opacity=\"0.18\"/>\n", pts, s.color);
     }
     if (s.points.size() > 1) {
       std::string d;
-      for (size_t i = 0; i < s.points.size(); ++i) d += fmt::format("{}{:.2f},{:.2f}", i ? "L" : "M", X(s.points[i].first), Y(s.points[i].second));
-      out += fmt::format("<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", d, s.color);
+      for (size_t i = 0; i < s.points.size(); ++i)
+        d += fmt::format("{}{:.2f},{:.2f}", i ? "L" : "M", X(s.points[i].first), Y(s.points[i].second));
+      out +=
+          fmt::format("<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", d, s.color);
     }
     double r = s.points.size() > 100 ? 1.5 : 3;
-    for (auto& [x, y] : s.points) out += fmt::format("<circle class=\"pt\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"{}\" fill=\"{}\"/>\n", X(x), Y(y), r, s.color);
-    out += fmt::format("<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0f}\" y=\"{}\" fill=\"#1f2328\">{}</text>\n",
-                       lx, kPlotTop - 22, s.color, lx + 14, kPlotTop - 13, xml_escape(s.name));
+    for (auto& [x, y] : s.points)
+      out += fmt::format("<circle class=\"pt\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"{}\" fill=\"{}\"/>\n", X(x), Y(y), r,
+                         s.color);
+    out += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0f}\" y=\"{}\" "
+        "fill=\"#1f2328\">{}</text>\n",
+        lx, kPlotTop - 22, s.color, lx + 14, kPlotTop - 13, xml_escape(s.name));
     lx += 30 + 7.0 * static_cast<double>(s.name.size());
   }
   out += "</svg>\n";
@@ -115,7 +128,8 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
     by_time.points.push_back({elapsed(v.created_ms), v.reward_mean});
     by_time.band.push_back({elapsed(v.created_ms), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
     by_version.points.push_back({static_cast<double>(v.version), v.reward_mean});
-    by_version.band.push_back({static_cast<double>(v.version), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
+    by_version.band.push_back(
+        {static_cast<double>(v.version), v.reward_mean - v.reward_std, v.reward_mean + v.reward_std});
   }
   for (auto& [v, e] : h.evals) {
     evals.points.push_back({static_cast<double>(v), e.accuracy});
@@ -125,11 +139,18 @@ std::vector<std::string> write_run_plots(const RunHistory& h, const std::string&
     passk.name = "held-out pass@" + std::to_string(e.k);
   }
   std::vector<std::pair<std::string, PlotSpec>> charts = {
-      {"reward_over_time.svg", {"run " + run_id + ": train reward over time", unit + " since version " +
-                                std::to_string(h.versions.empty() ? 0 : h.versions.front().version), "reward", {by_time}}},
-      {"reward_per_version.svg", {"run " + run_id + ": reward per global version", "global version", "reward / accuracy", {by_version}}},
-      {"versions_over_time.svg", {"run " + run_id + ": global versions over time", unit + " since version " +
-                                std::to_string(h.versions.empty() ? 0 : h.versions.front().version), "version", {versions}}},
+      {"reward_over_time.svg",
+       {"run " + run_id + ": train reward over time",
+        unit + " since version " + std::to_string(h.versions.empty() ? 0 : h.versions.front().version),
+        "reward",
+        {by_time}}},
+      {"reward_per_version.svg",
+       {"run " + run_id + ": reward per global version", "global version", "reward / accuracy", {by_version}}},
+      {"versions_over_time.svg",
+       {"run " + run_id + ": global versions over time",
+        unit + " since version " + std::to_string(h.versions.empty() ? 0 : h.versions.front().version),
+        "version",
+        {versions}}},
   };
   for (auto* s : {&evals, &pass1, &passk})
     if (!s->points.empty()) charts[1].second.series.push_back(*s);

@@ -13,9 +13,9 @@
 namespace brl::obs {
 
 struct PlotSeries {
-  std::string name, color;                     // color: any SVG color ("#4c8dff")
+  std::string name, color;                        // color: any SVG color ("#4c8dff")
   std::vector<std::pair<double, double>> points;  // (x, y), drawn as a line and dots
-  std::vector<std::array<double, 3>> band;     // (x, lo, hi): a filled band (optional)
+  std::vector<std::array<double, 3>> band;        // (x, lo, hi): a filled band (optional)
 };
 
 struct PlotSpec {

@@ -48,7 +48,8 @@ bool valid_label_name(std::string_view name) { return name_chars(name, false) &&
 PromText& PromText::family(const std::string& name, const std::string& type, const std::string& help) {
   BRL_ASSERT(valid_metric_name(name), "metric name " + name);
   BRL_ASSERT(std::find(names_.begin(), names_.end(), name) == names_.end(), "metric family " + name + " twice");
-  BRL_ASSERT(type == "counter" || type == "gauge" || type == "summary" || type == "histogram" || type == "untyped", type);
+  BRL_ASSERT(type == "counter" || type == "gauge" || type == "summary" || type == "histogram" || type == "untyped",
+             type);
   names_.push_back(name);
   family_ = name;
   out_ += "# HELP " + name + " " + escape_help(help) + "\n";

@@ -27,10 +27,13 @@ std::string resolve_http_token(const std::string& token_file) {
 }
 
 void add_proxy_routes(HttpServer& server, const Monitor& monitor) {
-  server.route("/health", [&monitor](const HttpRequest&) -> HttpResponse {
-    if (monitor.ready()) return {200, "text/plain; charset=utf-8", "ok\n", {}};
-    return {503, "text/plain; charset=utf-8", "starting: the proxy has not read the run yet\n", {}};
-  }, /*is_public=*/true);
+  server.route(
+      "/health",
+      [&monitor](const HttpRequest&) -> HttpResponse {
+        if (monitor.ready()) return {200, "text/plain; charset=utf-8", "ok\n", {}};
+        return {503, "text/plain; charset=utf-8", "starting: the proxy has not read the run yet\n", {}};
+      },
+      /*is_public=*/true);
   server.route("/status", [&monitor](const HttpRequest&) -> HttpResponse {
     return {200, "application/json", monitor.status().dump() + "\n", {}};
   });

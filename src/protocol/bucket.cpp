@@ -19,7 +19,8 @@ Result<RunDescription> read_run(store::ObjectStore& s) {
   auto r = s.get(run_key());
   if (!r) {
     if (r.status().is_not_found())
-      return Status(StatusCode::kNotFound, "no run in " + s.describe() + " (run.json is missing): create one with `bucketrl init`");
+      return Status(StatusCode::kNotFound,
+                    "no run in " + s.describe() + " (run.json is missing): create one with `bucketrl init`");
     return r.status();
   }
   return RunDescription::parse(*r, s.describe() + "/" + run_key());
@@ -33,7 +34,8 @@ Result<int64_t> read_latest(store::ObjectStore& s) {
   size_t i = 0;
   for (; i < t.size() && t[i] >= '0' && t[i] <= '9' && i < 12; ++i) v = v * 10 + (t[i] - '0');
   if (i == 0 || (i < t.size() && t.substr(i) != "\n"))
-    return Status(StatusCode::kCorrupt, s.describe() + "/" + latest_key() + ": '" + t.substr(0, 40) + "' is not a version number");
+    return Status(StatusCode::kCorrupt,
+                  s.describe() + "/" + latest_key() + ": '" + t.substr(0, 40) + "' is not a version number");
   return v;
 }
 
@@ -55,7 +57,8 @@ Result<Manifest> read_manifest(store::ObjectStore& s, int64_t v) {
   if (!r) return r.status();
   auto m = Manifest::parse(*r, s.describe() + "/" + manifest_key(v));
   if (m && m->version != v)
-    return Status(StatusCode::kCorrupt, s.describe() + "/" + manifest_key(v) + ": says version " + std::to_string(m->version));
+    return Status(StatusCode::kCorrupt,
+                  s.describe() + "/" + manifest_key(v) + ": says version " + std::to_string(m->version));
   return m;
 }
 
@@ -99,13 +102,15 @@ std::string encode_adapter(const std::vector<codec::Tensor>& tensors, st::DType 
   return st::serialize_safetensors(td, {{"format", "pt"}});
 }
 
-Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFile& f, const std::string& label, bool allow_bf16) {
+Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFile& f, const std::string& label,
+                                                        bool allow_bf16) {
   std::vector<codec::Tensor> out;
   for (auto& name : f.names()) {
     auto& v = f.get(name);
     const bool bf16 = allow_bf16 && v.dtype == st::DType::BF16;
     if (v.dtype != st::DType::F32 && !bf16)
-      return Status(StatusCode::kCorrupt, label + ": tensor " + name + " is not " + (allow_bf16 ? "F32 or BF16" : "F32"));
+      return Status(StatusCode::kCorrupt,
+                    label + ": tensor " + name + " is not " + (allow_bf16 ? "F32 or BF16" : "F32"));
     codec::Tensor t{name, v.shape, std::vector<float>(static_cast<size_t>(v.numel()))};
     if (bf16) {
       codec::from_bf16(v.data, t.data.size(), t.data.data());
@@ -113,7 +118,8 @@ Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFil
       std::memcpy(t.data.data(), v.data, v.nbytes);
     }
     for (float x : t.data)
-      if (!std::isfinite(x)) return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
+      if (!std::isfinite(x))
+        return Status(StatusCode::kCorrupt, label + ": tensor " + name + " holds a non-finite value");
     out.push_back(std::move(t));
   }
   return out;

@@ -33,7 +33,8 @@ Result<std::string> read_payload(store::ObjectStore& s, const Manifest& m);
 std::string encode_adapter(const std::vector<codec::Tensor>& tensors, st::DType dtype = st::DType::F32);
 // Every tensor of a parsed safetensors buffer as floats; kCorrupt unless all are F32 (or
 // BF16, when allowed) and finite.
-Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFile& f, const std::string& label, bool allow_bf16);
+Result<std::vector<codec::Tensor>> finite_float_tensors(const st::SafetensorsFile& f, const std::string& label,
+                                                        bool allow_bf16);
 // A version's payload (F32 or BF16 tensors) as floats.
 Result<std::vector<codec::Tensor>> decode_adapter(std::string_view bytes, const std::string& label);
 

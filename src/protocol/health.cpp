@@ -9,7 +9,7 @@
 namespace brl::protocol {
 
 std::map<std::string, Health> classify_health(const std::map<std::string, Heartbeat>& beats, int64_t now_ms,
-                                                   const HealthRule& rule) {
+                                              const HealthRule& rule) {
   auto age = [&](const Heartbeat& h) { return (now_ms - h.time_ms) / 1000.0; };
   std::vector<double> rates;
   for (auto& [w, h] : beats)
@@ -18,10 +18,10 @@ std::map<std::string, Health> classify_health(const std::map<std::string, Heartb
   double median = rates.empty() ? 0 : rates[rates.size() / 2];
   std::map<std::string, Health> out;
   for (auto& [w, h] : beats)
-    out[w] = h.state == "stopped"          ? Health::stopped
-             : age(h) > rule.timeout_s     ? Health::lost
+    out[w] = h.state == "stopped"                                                     ? Health::stopped
+             : age(h) > rule.timeout_s                                                ? Health::lost
              : (rates.size() >= 2 && h.samples_per_s < rule.straggler_ratio * median) ? Health::straggling
-                                           : Health::alive;
+                                                                                      : Health::alive;
   return out;
 }
 
@@ -43,8 +43,9 @@ RunHealth assess_run(const std::vector<VersionSignal>& versions, const std::vect
   RunHealth h;
   // Collapsed: a trailing streak of versions without reward variance, below the best reward.
   if (!versions.empty()) {
-    auto top = std::max_element(versions.begin(), versions.end(),
-                                [](const VersionSignal& a, const VersionSignal& b) { return a.reward_mean < b.reward_mean; });
+    auto top = std::max_element(versions.begin(), versions.end(), [](const VersionSignal& a, const VersionSignal& b) {
+      return a.reward_mean < b.reward_mean;
+    });
     // The best of the versions given, or an older one the newest manifest remembers.
     int64_t best_version = top->version;
     double best_reward = top->reward_mean;
@@ -58,9 +59,10 @@ RunHealth assess_run(const std::vector<VersionSignal>& versions, const std::vect
     if (streak >= static_cast<size_t>(rule.collapse_versions) && reward < best_reward - rule.margin) {
       h.state = "collapsed";
       h.since_version = versions[versions.size() - streak].version;
-      h.detail = fmt::format("no prompt group has had any reward variance for {} versions (since v{}): train reward "
-                             "{:.3f}, best {:.3f} at v{}",
-                             streak, h.since_version, reward, best_reward, best_version);
+      h.detail = fmt::format(
+          "no prompt group has had any reward variance for {} versions (since v{}): train reward "
+          "{:.3f}, best {:.3f} at v{}",
+          streak, h.since_version, reward, best_reward, best_version);
       return h;
     }
   }
@@ -74,9 +76,9 @@ RunHealth assess_run(const std::vector<VersionSignal>& versions, const std::vect
       while (first_low != evals.begin() && std::prev(first_low)->accuracy < floor) --first_low;
       h.state = "regressed";
       h.since_version = first_low->version;
-      h.detail = fmt::format("held-out accuracy {:.3f} at v{}, best {:.3f} at v{} (below it by more than {:.2f} since v{})",
-                             evals.back().accuracy, evals.back().version, best->accuracy, best->version, rule.margin,
-                             h.since_version);
+      h.detail = fmt::format(
+          "held-out accuracy {:.3f} at v{}, best {:.3f} at v{} (below it by more than {:.2f} since v{})",
+          evals.back().accuracy, evals.back().version, best->accuracy, best->version, rule.margin, h.since_version);
     }
   }
   return h;

@@ -34,7 +34,7 @@ struct HealthRule {
 
 // Health per worker id; now_ms = the observer's clock.
 std::map<std::string, Health> classify_health(const std::map<std::string, Heartbeat>& beats, int64_t now_ms,
-                                                   const HealthRule& rule);
+                                              const HealthRule& rule);
 
 struct RunHealthRule {
   int collapse_versions = 20;
@@ -54,7 +54,7 @@ struct VersionSignal {
 VersionSignal version_signal(const Manifest& m);
 
 struct RunHealth {
-  std::string state = "ok";   // ok | collapsed | regressed
+  std::string state = "ok";    // ok | collapsed | regressed
   int64_t since_version = -1;  // the version the state started at
   std::string detail;          // a sentence for people
   nlohmann::json to_json() const;

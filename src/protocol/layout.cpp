@@ -17,9 +17,13 @@ std::string version_dir(int64_t v) {
   std::snprintf(b, sizeof b, "global/v%08lld/", static_cast<long long>(v));
   return b;
 }
-std::string adapter_key(int64_t v, const std::string& sha) { return version_dir(v) + "adapter-" + sha.substr(0, 16) + ".safetensors"; }
+std::string adapter_key(int64_t v, const std::string& sha) {
+  return version_dir(v) + "adapter-" + sha.substr(0, 16) + ".safetensors";
+}
 std::string manifest_key(int64_t v) { return version_dir(v) + "manifest.json"; }
-std::string outer_state_key(int64_t v, const std::string& sha) { return version_dir(v) + "outer-" + sha.substr(0, 16) + ".safetensors"; }
+std::string outer_state_key(int64_t v, const std::string& sha) {
+  return version_dir(v) + "outer-" + sha.substr(0, 16) + ".safetensors";
+}
 std::string latest_key() { return global_prefix() + "LATEST"; }
 std::string updates_prefix() { return "updates/"; }
 std::string update_key(const std::string& w, const std::string& id) { return updates_prefix() + w + "/" + id + ".upd"; }
@@ -45,7 +49,8 @@ namespace {
 // The number of "<prefix>v<8 digits>" at the start of key (the rest after it in *rest).
 std::optional<int64_t> parse_numbered(const std::string& key, const std::string& prefix, std::string* rest) {
   const size_t digits = prefix.size() + 1;
-  if (key.size() < digits + 8 || key.compare(0, prefix.size(), prefix) != 0 || key[prefix.size()] != 'v') return std::nullopt;
+  if (key.size() < digits + 8 || key.compare(0, prefix.size(), prefix) != 0 || key[prefix.size()] != 'v')
+    return std::nullopt;
   int64_t v = 0;
   for (size_t i = digits; i < digits + 8; ++i) {
     if (!std::isdigit(static_cast<unsigned char>(key[i]))) return std::nullopt;
@@ -62,12 +67,12 @@ std::optional<VersionKey> parse_version_key(const std::string& key) {
   if (!v) return std::nullopt;
   const std::string ext = ".safetensors";
   if (rest == "/manifest.json") return VersionKey{*v, VersionObject::manifest};
-  for (auto [name, object] : {std::pair{"/adapter-", VersionObject::adapter}, std::pair{"/outer-", VersionObject::outer_state}}) {
+  for (auto [name, object] :
+       {std::pair{"/adapter-", VersionObject::adapter}, std::pair{"/outer-", VersionObject::outer_state}}) {
     const std::string n = name;
     // The hash part as any name in the folder: what the proxy's garbage collection removes.
     if (rest.size() > n.size() + ext.size() && rest.compare(0, n.size(), n) == 0 &&
-        rest.compare(rest.size() - ext.size(), ext.size(), ext) == 0 &&
-        rest.find('/', n.size()) == std::string::npos)
+        rest.compare(rest.size() - ext.size(), ext.size(), ext) == 0 && rest.find('/', n.size()) == std::string::npos)
       return VersionKey{*v, object};
   }
   return std::nullopt;
@@ -107,7 +112,8 @@ bool is_valid_id(const std::string& id) {
 
 void check_worker_id(const std::string& id) {
   if (!is_valid_id(id))
-    throw UserError("worker id '" + id + "' is not valid", "use 1-64 characters from A-Z a-z 0-9 . _ - (not starting with '.')");
+    throw UserError("worker id '" + id + "' is not valid",
+                    "use 1-64 characters from A-Z a-z 0-9 . _ - (not starting with '.')");
 }
 
 }  // namespace brl::protocol

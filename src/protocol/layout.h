@@ -30,7 +30,7 @@ inline constexpr int kProtocolVersion = 1;
 std::string run_key();
 std::string base_prefix();
 std::string base_key(const std::string& file);
-std::string global_prefix();          // "global/": every version's folder, and LATEST
+std::string global_prefix();         // "global/": every version's folder, and LATEST
 std::string version_dir(int64_t v);  // "global/v00000012/"
 std::string adapter_key(int64_t v, const std::string& payload_sha256);
 std::string manifest_key(int64_t v);

@@ -17,7 +17,8 @@ std::string encode_outer_state(const OuterState& s) {
   std::vector<st::TensorData> td;
   std::vector<std::string> names;  // master tensors are stored under a prefix the adapter's names never have
   names.reserve(s.master.size());
-  for (auto& t : s.momentum) td.push_back({t.name, st::DType::F32, t.shape, t.data.data(), t.data.size() * sizeof(float)});
+  for (auto& t : s.momentum)
+    td.push_back({t.name, st::DType::F32, t.shape, t.data.data(), t.data.size() * sizeof(float)});
   for (auto& t : s.master) {
     names.push_back(kMasterPrefix + t.name);
     td.push_back({names.back(), st::DType::F32, t.shape, t.data.data(), t.data.size() * sizeof(float)});
@@ -32,7 +33,8 @@ Result<OuterState> decode_outer_state(std::string_view bytes, const std::string&
     auto fmt = f.metadata().find("format");
     auto steps = f.metadata().find("steps");
     if (fmt == f.metadata().end() || fmt->second != kStateFormat || steps == f.metadata().end())
-      return Status(StatusCode::kCorrupt, label + ": not an outer optimizer state (metadata format " + kStateFormat + " and steps expected)");
+      return Status(StatusCode::kCorrupt,
+                    label + ": not an outer optimizer state (metadata format " + kStateFormat + " and steps expected)");
     char* end = nullptr;
     s.steps = std::strtoll(steps->second.c_str(), &end, 10);
     if (steps->second.empty() || *end != '\0' || s.steps < 0)

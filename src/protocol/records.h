@@ -26,11 +26,11 @@ struct RunDescription {
   int protocol_version = 1;
   std::string run_id;
   int64_t created_ms = 0;
-  std::string base_sha256;        // sha256 over "<name>\t<sha256>\n" of the sorted base files
+  std::string base_sha256;  // sha256 over "<name>\t<sha256>\n" of the sorted base files
   std::vector<BaseFile> base_files;
   // Task files (JSONL datasets) under data/; config's task paths name them as "data/<name>".
   std::vector<BaseFile> data_files;
-  nlohmann::json config;          // RunConfig::to_json(): [model] [lora] [grpo] [task] [sync] ...
+  nlohmann::json config;  // RunConfig::to_json(): [model] [lora] [grpo] [task] [sync] ...
 
   nlohmann::json to_json() const;
   static Result<RunDescription> parse(std::string_view text, const std::string& label);
@@ -42,11 +42,11 @@ struct FoldedUpdate {
   std::string payload_sha256;      // of the delta alone: the same delta under another id is a replay
   uint64_t size = 0;
   int64_t base_version = 0, staleness = 0, steps = 0, samples = 0;
-  double weight = 0;               // relative weight in the fold: samples
-  double discount = 1;             // staleness discount on its step (1 + staleness)^-exponent
+  double weight = 0;    // relative weight in the fold: samples
+  double discount = 1;  // staleness discount on its step (1 + staleness)^-exponent
   double reward_mean = 0, accuracy = 0;
-  double norm = 0;                 // L2 norm of the decoded delta (0: unknown, older manifests)
-  std::string signer{};            // "ed25519:<base64>" of a signed update, else ""
+  double norm = 0;                   // L2 norm of the decoded delta (0: unknown, older manifests)
+  std::string signer{};              // "ed25519:<base64>" of a signed update, else ""
   double frac_reward_zero_std = -1;  // its header's (-1: not reported)
 };
 
@@ -62,9 +62,9 @@ struct OuterStateRef {
 
 // global/v<N>/manifest.json: what version N is and what built it.
 struct Manifest {
-  int64_t version = 0, parent = -1;   // v0 has no parent
+  int64_t version = 0, parent = -1;  // v0 has no parent
   int64_t created_ms = 0;
-  std::string proxy;                  // who published it
+  std::string proxy;  // who published it
   std::string payload_key, payload_sha256;
   uint64_t payload_size = 0;
   std::vector<FoldedUpdate> updates;
@@ -88,7 +88,7 @@ struct Manifest {
 };
 
 struct Heartbeat {
-  std::string worker, host, state;    // state: starting | training | uploading | stopped | error
+  std::string worker, host, state;  // state: starting | training | uploading | stopped | error
   int64_t pid = 0, time_ms = 0, step = 0, version = 0, updates = 0;
   int64_t updates_rejected = 0;  // of its updates, those the proxy rejected (as the worker read them)
   double samples_per_s = 0, reward_mean = 0, accuracy = 0;

@@ -91,14 +91,16 @@ Result<ParsedUpdate> parse_update(std::string_view bytes, const std::string& lab
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[kMagic.size() + i])) << (8 * i);
   size_t off = kMagic.size() + 4;
   if (n > kMaxHeader || n > bytes.size() - off)
-    return corrupt(label, "header length " + std::to_string(n) + " exceeds the object (" + std::to_string(bytes.size()) + " bytes)");
+    return corrupt(label, "header length " + std::to_string(n) + " exceeds the object (" +
+                              std::to_string(bytes.size()) + " bytes)");
   nlohmann::json j = nlohmann::json::parse(bytes.substr(off, n), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return corrupt(label, "header is not a JSON object");
   ParsedUpdate p;
   UpdateHeader& h = p.header;
   try {
     h.format = json_int<int>(j.at("format"));
-    if (h.format != 1) return corrupt(label, "header format " + std::to_string(h.format) + " is not supported (expected 1)");
+    if (h.format != 1)
+      return corrupt(label, "header format " + std::to_string(h.format) + " is not supported (expected 1)");
     h.worker = j.at("worker").get<std::string>();
     h.id = j.at("id").get<std::string>();
     h.base_version = json_int<int64_t>(j.at("base_version"));
@@ -139,24 +141,28 @@ std::optional<Rejection> check_update_signature(const UpdateHeader& h, const std
   using K = RejectionKind;
   if (h.signer.empty() && h.signature.empty()) {
     if (allowed.empty()) return std::nullopt;
-    return Rejection{K::unsigned_update, "the run accepts only updates signed by one of its " + std::to_string(allowed.size()) +
+    return Rejection{K::unsigned_update, "the run accepts only updates signed by one of its " +
+                                             std::to_string(allowed.size()) +
                                              " allowed keys ([security] allowed_keys)"};
   }
   auto key = ed25519::parse_public_key(h.signer, "signer");
   if (!key) return Rejection{K::forged, key.status().message()};
   auto sig = base64_decode(h.signature);
-  if (!sig || sig->size() != ed25519::kSignatureSize) return Rejection{K::forged, "the signature field is not a base64 Ed25519 signature"};
+  if (!sig || sig->size() != ed25519::kSignatureSize)
+    return Rejection{K::forged, "the signature field is not a base64 Ed25519 signature"};
   // Before verifying: an unknown key is reported as such even when its signature is good.
   if (!allowed.empty() && !allowed.count(*key))
     return Rejection{K::unknown_key, ed25519::format_public_key(*key) + " is not in [security] allowed_keys"};
   if (!ed25519::verify(*key, update_signing_bytes(h), *sig))
-    return Rejection{K::forged, "the signature of " + ed25519::format_public_key(*key) + " does not match the header and payload"};
+    return Rejection{K::forged,
+                     "the signature of " + ed25519::format_public_key(*key) + " does not match the header and payload"};
   return std::nullopt;
 }
 
 std::string make_update_id(int64_t ms, uint64_t random) {
   char b[40];
-  std::snprintf(b, sizeof b, "%013lld-%08llx", static_cast<long long>(ms), static_cast<unsigned long long>(random & 0xffffffffULL));
+  std::snprintf(b, sizeof b, "%013lld-%08llx", static_cast<long long>(ms),
+                static_cast<unsigned long long>(random & 0xffffffffULL));
   return b;
 }
 

@@ -32,20 +32,20 @@ namespace brl::protocol {
 struct UpdateHeader {
   int format = 1;
   std::string worker, id;
-  int64_t base_version = 0;     // the global version the worker's state descends from
-  int64_t steps = 0;            // GRPO steps in this delta
-  int64_t samples = 0;          // completions scored in this delta
+  int64_t base_version = 0;  // the global version the worker's state descends from
+  int64_t steps = 0;         // GRPO steps in this delta
+  int64_t samples = 0;       // completions scored in this delta
   double reward_mean = 0, reward_std = 0, accuracy = 0;
   // Fraction of the delta's prompt groups whose G rewards were all equal (no GRPO signal; TRL's
   // frac_reward_zero_std); -1: not reported (older workers).
   double frac_reward_zero_std = -1;
-  std::string codec;            // fp32 | bf16 | int8 | int4
+  std::string codec;  // fp32 | bf16 | int8 | int4
   std::string payload_sha256;
   uint64_t payload_size = 0;
   int64_t created_ms = 0;
-  double seconds = 0;           // wall time the steps took
-  std::string signer;           // "ed25519:<base64 public key>"; "" = unsigned
-  std::string signature;        // base64 Ed25519 signature of update_signing_bytes()
+  double seconds = 0;     // wall time the steps took
+  std::string signer;     // "ed25519:<base64 public key>"; "" = unsigned
+  std::string signature;  // base64 Ed25519 signature of update_signing_bytes()
   // Header fields this build does not know (from a newer worker), kept so that re-encoding
   // and signature checks see the header as it was written.
   nlohmann::json extra = nlohmann::json::object();
@@ -76,10 +76,24 @@ std::string update_signing_bytes(const UpdateHeader& h);
 
 // Why the proxy rejected an update (proxy/proxy.h lists when each applies): the kind, counted
 // in /metrics, and a sentence. A manifest's rejected list stores reason() = "<kind>: <detail>".
-enum class RejectionKind { malformed, missing, corrupt, unsigned_update, unknown_key, forged, replay, mismatch, future, stale,
-                           shape, nonfinite, norm };
-inline const EnumNames<RejectionKind> kRejectionKinds{{"malformed", "missing", "corrupt", "unsigned", "unknown_key", "forged",
-                                                       "replay", "mismatch", "future", "stale", "shape", "nonfinite", "norm"}};
+enum class RejectionKind {
+  malformed,
+  missing,
+  corrupt,
+  unsigned_update,
+  unknown_key,
+  forged,
+  replay,
+  mismatch,
+  future,
+  stale,
+  shape,
+  nonfinite,
+  norm
+};
+inline const EnumNames<RejectionKind> kRejectionKinds{{"malformed", "missing", "corrupt", "unsigned", "unknown_key",
+                                                       "forged", "replay", "mismatch", "future", "stale", "shape",
+                                                       "nonfinite", "norm"}};
 struct Rejection {
   RejectionKind kind;
   std::string detail;

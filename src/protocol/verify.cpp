@@ -10,9 +10,10 @@ namespace brl::protocol {
 
 std::string VerifyReport::summary() const {
   std::string s = "versions 0.." + std::to_string(newest) + " (LATEST " + std::to_string(latest) + "), " +
-                  std::to_string(updates_folded) + " updates folded, " + std::to_string(updates_rejected) + " rejected, " +
-                  std::to_string(updates_present) + " present (" + std::to_string(updates_pending) + " pending), " +
-                  std::to_string(payloads_verified) + " payloads verified, " + std::to_string(payloads_collected) +
+                  std::to_string(updates_folded) + " updates folded, " + std::to_string(updates_rejected) +
+                  " rejected, " + std::to_string(updates_present) + " present (" + std::to_string(updates_pending) +
+                  " pending), " + std::to_string(payloads_verified) + " payloads verified, " +
+                  std::to_string(payloads_collected) +
                   " collected: " + (ok() ? "OK" : std::to_string(errors.size()) + " errors");
   for (auto& e : errors) s += "\n  " + e;
   return s;
@@ -43,7 +44,8 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
     r.errors.push_back("LATEST: " + l.status().to_string());
   } else {
     r.latest = *l;
-    if (!manifests.count(*l)) r.errors.push_back("LATEST names version " + std::to_string(*l) + ", which has no manifest");
+    if (!manifests.count(*l))
+      r.errors.push_back("LATEST names version " + std::to_string(*l) + ", which has no manifest");
   }
   std::map<std::string, int64_t> by_id, by_sha;
   std::map<std::string, std::vector<int64_t>> recorded;  // "worker/id" -> manifests naming it, folded or rejected
@@ -61,10 +63,8 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
     if (!keys.count(m->payload_key)) {
       ++r.payloads_collected;
     } else if (check_payloads) {
-      if (auto p = read_payload(s, *m); !p)
-        r.errors.push_back(p.status().to_string());
-      else
-        ++r.payloads_verified;
+      if (auto p = read_payload(s, *m); !p) r.errors.push_back(p.status().to_string());
+      else ++r.payloads_verified;
       // The proxy's own state for this version (server momentum, the bf16 run's master copy).
       if (const auto& o = m->outer_state; o && keys.count(o->key)) {
         auto body = s.get(o->key);
@@ -76,7 +76,8 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
     for (auto& u : m->updates) {
       std::string id = u.worker + "/" + u.id;
       if (auto [it, fresh] = by_id.emplace(id, v); !fresh)
-        r.errors.push_back("update " + id + " is folded into v" + std::to_string(it->second) + " and v" + std::to_string(v));
+        r.errors.push_back("update " + id + " is folded into v" + std::to_string(it->second) + " and v" +
+                           std::to_string(v));
       // Zero deltas (norm 0; or unknown in old manifests) may legitimately repeat.
       if (auto [it, fresh] = u.norm > 0 ? by_sha.emplace(u.payload_sha256, v) : std::pair{by_sha.end(), true}; !fresh)
         r.errors.push_back("update content " + u.payload_sha256.substr(0, 16) + " (" + id + ") is folded twice (v" +
@@ -86,7 +87,9 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
       ++r.updates_folded;
     }
     for (auto& x : m->rejected) {
-      if (x.reason.empty()) r.errors.push_back("update " + x.worker + "/" + x.id + " is rejected in v" + std::to_string(v) + " without a reason");
+      if (x.reason.empty())
+        r.errors.push_back("update " + x.worker + "/" + x.id + " is rejected in v" + std::to_string(v) +
+                           " without a reason");
       recorded[x.worker + "/" + x.id].push_back(v);
     }
     r.updates_rejected += static_cast<int64_t>(m->rejected.size());
@@ -95,7 +98,8 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
     if (vs.size() > 1) {
       std::string where;
       for (int64_t v : vs) where += (where.empty() ? "v" : ", v") + std::to_string(v);
-      r.errors.push_back("update " + id + " is recorded (folded or rejected) in " + std::to_string(vs.size()) + " manifests: " + where);
+      r.errors.push_back("update " + id + " is recorded (folded or rejected) in " + std::to_string(vs.size()) +
+                         " manifests: " + where);
     }
   // Listed after the manifests were read: an update considered since then is still after the
   // cursor read here, so it counts as pending, never as lost.
@@ -109,14 +113,14 @@ VerifyReport verify_run(store::ObjectStore& s, bool check_payloads) {
     auto k = parse_update_key(o.key);
     if (!k) {  // the proxy rejects it as malformed, with the whole key as its id
       bool named = false;
-      for (auto& [id, vs] : recorded) named = named || (id.size() > o.key.size() && id.compare(id.size() - o.key.size(), o.key.npos, o.key) == 0);
+      for (auto& [id, vs] : recorded)
+        named = named || (id.size() > o.key.size() && id.compare(id.size() - o.key.size(), o.key.npos, o.key) == 0);
       r.updates_pending += !named;
       continue;
     }
     if (recorded.count(k->first + "/" + k->second)) continue;
     auto c = cursors.find(k->first);
-    if (c == cursors.end() || c->second.empty() || o.key > update_key(k->first, c->second))
-      ++r.updates_pending;
+    if (c == cursors.end() || c->second.empty() || o.key > update_key(k->first, c->second)) ++r.updates_pending;
     else
       r.errors.push_back("update " + o.key + " is neither folded nor rejected, and its worker's cursor (" + c->second +
                          ") is past it: it was skipped");

@@ -23,8 +23,8 @@ struct VerifyReport {
   int64_t versions = 0, payloads_verified = 0, payloads_collected = 0;
   int64_t updates_folded = 0, updates_rejected = 0;
   int64_t updates_present = 0, updates_pending = 0;  // objects in updates/; of them not yet considered
-  std::set<std::string> folded;       // "worker/id" of every folded update
-  std::vector<std::string> errors;    // empty: the run verifies
+  std::set<std::string> folded;                      // "worker/id" of every folded update
+  std::vector<std::string> errors;                   // empty: the run verifies
   bool ok() const { return errors.empty(); }
   std::string summary() const;
 };

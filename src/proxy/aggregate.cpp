@@ -26,11 +26,14 @@ void check_input(const AggregateInput& in) {
   BRL_ASSERT(in.global != nullptr, "aggregate: no global adapter");
   if (in.deltas.empty()) throw UserError("aggregate: no updates to fold");
   if (in.weights.size() != in.deltas.size())
-    throw UserError("aggregate: " + std::to_string(in.weights.size()) + " weights for " + std::to_string(in.deltas.size()) + " updates");
+    throw UserError("aggregate: " + std::to_string(in.weights.size()) + " weights for " +
+                    std::to_string(in.deltas.size()) + " updates");
   if (!in.sparse.empty() && in.sparse.size() != in.deltas.size())
-    throw UserError("aggregate: " + std::to_string(in.sparse.size()) + " sparse flags for " + std::to_string(in.deltas.size()) + " updates");
+    throw UserError("aggregate: " + std::to_string(in.sparse.size()) + " sparse flags for " +
+                    std::to_string(in.deltas.size()) + " updates");
   if (!in.discounts.empty() && in.discounts.size() != in.deltas.size())
-    throw UserError("aggregate: " + std::to_string(in.discounts.size()) + " discounts for " + std::to_string(in.deltas.size()) + " updates");
+    throw UserError("aggregate: " + std::to_string(in.discounts.size()) + " discounts for " +
+                    std::to_string(in.deltas.size()) + " updates");
   const auto& g = *in.global;
   for (size_t u = 0; u < in.deltas.size(); ++u) {
     const std::string who = "aggregate: update " + std::to_string(u);
@@ -51,8 +54,9 @@ void check_input(const AggregateInput& in) {
 
 void check_pair(const codec::Tensor& gA, const codec::Tensor& gB, const char* mode) {
   if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0])
-    throw UserError(std::string("aggregate (") + mode + "): " + gA.name + " " + shape_str(gA.shape) + " and " + gB.name +
-                    " " + shape_str(gB.shape) + " are not the factors [r, in] and [out, r] of one LoRA module");
+    throw UserError(std::string("aggregate (") + mode + "): " + gA.name + " " + shape_str(gA.shape) + " and " +
+                    gB.name + " " + shape_str(gB.shape) +
+                    " are not the factors [r, in] and [out, r] of one LoRA module");
 }
 
 double total_weight(const AggregateInput& in) {
@@ -151,7 +155,7 @@ void sorted_blocks(const AggregateInput& in, const Sources& src, size_t len, std
       std::memcpy(row, src[u] + b, m * sizeof(float));
       if (const float s = static_cast<float>(discount(in, u)); s != 1.0f)
         for (size_t c = 0; c < m; ++c) row[c] *= s;  // the robust rule sees the discounted step
-      std::fill(row + m, row + kBlock, 0.0f);  // past the tensor's end: sorted, never used
+      std::fill(row + m, row + kBlock, 0.0f);        // past the tensor's end: sorted, never used
     }
     // Padding rows sort after every real value.
     std::fill(rows.begin() + n * kBlock, rows.end(), std::numeric_limits<float>::infinity());
@@ -216,7 +220,8 @@ double exact_module(const AggregateInput& in, size_t ia, size_t ib, Step& d) {
     for (int64_t x = 0; x < r * nin; ++x) q[u * r * nin + x] = a[x] + da[x];
   }
   RankRFactors f = in.factorizer->best_rank_r(P.data(), Q.data(), nout, k, nin, r, gB.data.data(), gA.data.data());
-  BRL_ASSERT(f.A.size() == gA.data.size() && f.B.size() == gB.data.size(), "exact: the factorizer returned other shapes");
+  BRL_ASSERT(f.A.size() == gA.data.size() && f.B.size() == gB.data.size(),
+             "exact: the factorizer returned other shapes");
   d[ia].resize(f.A.size());
   for (size_t j = 0; j < f.A.size(); ++j) d[ia][j] = f.A[j] - gA.data[j];
   d[ib].resize(f.B.size());
@@ -311,7 +316,8 @@ struct Fixed {
   std::vector<float> dA, dB;  // [n, r, in], [n, out, r]
   std::vector<bool> fixed;    // per update
 };
-Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vector<float>& pinv_t, const Sources& sa, const Sources& sb) {
+Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vector<float>& pinv_t, const Sources& sa,
+                const Sources& sb) {
   const size_t n = sa.size(), r = static_cast<size_t>(gA.shape[0]), nin = static_cast<size_t>(gA.shape[1]),
                nout = static_cast<size_t>(gB.shape[0]);
   const float* A = gA.data.data();
@@ -322,8 +328,11 @@ Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vec
   f.fixed.assign(n, false);
   std::vector<float> E(r * r), Ki(r * r), Au(r * nin);
   std::vector<double> K(r * r);
-  auto add_BE = r == 8 ? add_times_E<8> : r == 16 ? add_times_E<16> : r == 32 ? add_times_E<32>
-              : r == 64 ? add_times_E<64> : add_times_E<0>;
+  auto add_BE = r == 8    ? add_times_E<8>
+                : r == 16 ? add_times_E<16>
+                : r == 32 ? add_times_E<32>
+                : r == 64 ? add_times_E<64>
+                          : add_times_E<0>;
   for (size_t u = 0; u < n; ++u) {
     const float* dA = sa[u];
     const float* dB = sb[u];
@@ -335,7 +344,7 @@ Fixed fix_gauge(const codec::Tensor& gA, const codec::Tensor& gB, const std::vec
     for (size_t i = 0; i < r; ++i)
       for (size_t j = 0; j < r; ++j) E[i * r + j] = dot(dA + i * nin, pinv_t.data() + j * nin, nin);
     for (size_t j = 0; j < r * r; ++j) K[j] = E[j] + (j % (r + 1) == 0 ? 1.0 : 0.0);
-    const auto sv = small::singular_values(K, r);  // descending
+    const auto sv = small::singular_values(K, r);                       // descending
     if (!(sv[r - 1] > 1e-6 * sv[0]) || !small::invert(K, r)) continue;  // unfixable: as sent
     f.fixed[u] = true;
     add_BE(B, dB, E.data(), oB, r, nout);  // dB + (B + dB) E
@@ -420,7 +429,8 @@ void robust_step(const AggregateInput& in, bool trimmed, size_t k, Step& d, nloh
   }
   for (size_t i = 0; i < g.size(); ++i)
     if (!done[i]) fold(as_sent(in, i), i);
-  stats["gauge"] = {{"modules", modules}, {"unfixable_modules", unfixable_modules}, {"unfixable_updates", unfixable_updates}};
+  stats["gauge"] = {
+      {"modules", modules}, {"unfixable_modules", unfixable_modules}, {"unfixable_updates", unfixable_updates}};
 }
 
 }  // namespace
@@ -435,7 +445,8 @@ double update_norm(const AggregationConfig& cfg, const std::vector<codec::Tensor
   };
   // fedavg folds the factors as sent, so it must judge them as sent: a factor pair rescaled
   // (B / c, c A) has a small gauge-fixed norm but moves fedavg's mean product.
-  for (auto [ia, ib] : cfg.mode == AggregationMode::fedavg ? std::vector<std::pair<size_t, size_t>>{} : lora_pairs(global)) {
+  for (auto [ia, ib] :
+       cfg.mode == AggregationMode::fedavg ? std::vector<std::pair<size_t, size_t>>{} : lora_pairs(global)) {
     const auto &gA = global[ia], &gB = global[ib];
     if (gA.shape.size() != 2 || gB.shape.size() != 2 || gB.shape[1] != gA.shape[0]) continue;  // counted as sent
     const std::vector<float> pinv = row_space_pinv(gA);
@@ -455,7 +466,10 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
   const auto& g = *in.global;
   const size_t n = in.deltas.size();
   AggregateResult res;
-  res.stats = {{"mode", kAggregationModes(cfg.mode)}, {"updates", n}, {"total_weight", total_weight(in)}, {"discount", 1.0 - discounted_share(in)}};
+  res.stats = {{"mode", kAggregationModes(cfg.mode)},
+               {"updates", n},
+               {"total_weight", total_weight(in)},
+               {"discount", 1.0 - discounted_share(in)}};
 
   Step d(g.size());
   switch (cfg.mode) {
@@ -469,13 +483,12 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
       res.stats["trimmed_per_side"] = k;
       break;
     }
-    case AggregationMode::median:
-      robust_step(in, false, 0, d, res.stats);
-      break;
+    case AggregationMode::median: robust_step(in, false, 0, d, res.stats); break;
     case AggregationMode::exact:
       if (in.factorizer == nullptr)
-        throw UserError("[aggregation] mode = \"exact\" needs the dense factorization of libtorch, which this build of the "
-                        "proxy does not link: use the bucketrl executable, or mode fedavg, trimmed_mean or median");
+        throw UserError(
+            "[aggregation] mode = \"exact\" needs the dense factorization of libtorch, which this build of the "
+            "proxy does not link: use the bucketrl executable, or mode fedavg, trimmed_mean or median");
       exact_step(in, d, res.stats);
       break;
   }
@@ -491,7 +504,9 @@ AggregateResult aggregate(const AggregationConfig& cfg, const AggregateInput& in
       for (size_t i = 0; same && i < g.size(); ++i)
         same = state->momentum[i].name == g[i].name && state->momentum[i].shape == g[i].shape &&
                state->momentum[i].data.size() == g[i].data.size();
-      if (!same) throw UserError("aggregate: the outer optimizer state does not match the adapter (tensor names or shapes differ)");
+      if (!same)
+        throw UserError(
+            "aggregate: the outer optimizer state does not match the adapter (tensor names or shapes differ)");
     }
   }
   res.next = g;

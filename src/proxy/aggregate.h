@@ -91,9 +91,9 @@ class ProductFactorizer {
 struct AggregateInput {
   const std::vector<codec::Tensor>* global = nullptr;
   std::vector<const std::vector<codec::Tensor>*> deltas;  // each: the adapter's names and shapes
-  std::vector<double> weights;                             // one per delta, > 0
-  std::vector<double> discounts;                           // one per delta in (0, 1]; empty = all 1
-  std::vector<bool> sparse;  // one per delta: its zeros were not sent (topk codecs); empty = none
+  std::vector<double> weights;                            // one per delta, > 0
+  std::vector<double> discounts;                          // one per delta in (0, 1]; empty = all 1
+  std::vector<bool> sparse;                       // one per delta: its zeros were not sent (topk codecs); empty = none
   const ProductFactorizer* factorizer = nullptr;  // mode "exact" only
 };
 

@@ -48,8 +48,10 @@ void Proxy::load() {
   cfg_.apply_json(run_.config, "run.json");
   cfg_.validate();
   if (cfg_.aggregation.mode == AggregationMode::exact && opt_.factorizer == nullptr)
-    throw UserError(store_->describe() + "/" + protocol::run_key() + ": [aggregation] mode = \"exact\" needs the dense "
-                    "factorization of libtorch, which this build of the proxy does not link (run the bucketrl executable)");
+    throw UserError(
+        store_->describe() + "/" + protocol::run_key() +
+        ": [aggregation] mode = \"exact\" needs the dense "
+        "factorization of libtorch, which this build of the proxy does not link (run the bucketrl executable)");
   version_ = protocol::newest_version(*store_).value();
   auto ver = protocol::read_version(*store_, version_).value();
   const protocol::Manifest& m = ver.manifest;
@@ -62,7 +64,8 @@ void Proxy::load() {
     const std::string& key = m.outer_state->key;
     std::string body = store_->get(key).value();
     if (sha256_hex(body) != m.outer_state->sha256)
-      throw UserError(store_->describe() + "/" + key + ": does not match manifest v" + std::to_string(version_) + " (sha256)");
+      throw UserError(store_->describe() + "/" + key + ": does not match manifest v" + std::to_string(version_) +
+                      " (sha256)");
     outer_ = protocol::decode_outer_state(body, store_->describe() + "/" + key).value();
     if (!outer_.master.empty()) {
       // The master must be what the payload was rounded from, or the chain would fork.
@@ -93,7 +96,8 @@ void Proxy::load() {
     auto old = v == version_ ? Result<protocol::Manifest>(m) : protocol::read_manifest(*store_, v);
     if (!old) break;
     if (v >= version_ - window) {
-      for (auto& u : old->updates) seen_payloads_[u.payload_sha256] = u.worker + "/" + u.id, seen_ids_[u.worker + "/" + u.id] = v;
+      for (auto& u : old->updates)
+        seen_payloads_[u.payload_sha256] = u.worker + "/" + u.id, seen_ids_[u.worker + "/" + u.id] = v;
       for (auto& r : old->rejected) seen_ids_[r.worker + "/" + r.id] = v;
     }
     for (auto u = old->updates.rbegin(); u != old->updates.rend() && static_cast<int64_t>(norms.size()) < n_norms; ++u)
@@ -107,7 +111,8 @@ void Proxy::load() {
   // take the newest manifest (newest_version), and the next publish writes LATEST.
   if (auto l = protocol::read_latest(*store_); !l || *l < version_)
     if (Status st = store_->put(protocol::latest_key(), std::to_string(version_) + "\n"); !st)
-      LOG_WARN("proxy {}: cannot bring LATEST up to version {} ({}); the next publish will", opt_.id, version_, st.to_string());
+      LOG_WARN("proxy {}: cannot bring LATEST up to version {} ({}); the next publish will", opt_.id, version_,
+               st.to_string());
   LOG_INFO("proxy {}: run {} at version {} ({} workers seen)", opt_.id, run_.run_id, version_, cursors_.size());
 }
 
@@ -136,8 +141,8 @@ void Proxy::check_health() {
     w.age_s = (now - hb.time_ms) / 1000.0;
     const protocol::Health h = health[name];
     if (h != w.health && (w.health || h != protocol::Health::alive))
-      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name, protocol::kHealthNames(h),
-               w.age_s, hb.samples_per_s);
+      LOG_INFO("proxy: worker {} is {} (last heartbeat {:.0f} s ago, {:.1f} samples/s)", name,
+               protocol::kHealthNames(h), w.age_s, hb.samples_per_s);
     w.health = h;
   }
 }
@@ -186,16 +191,19 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (h.worker != worker || h.id != id)
     return reject(K::mismatch, "header says " + h.worker + "/" + h.id + ", the key " + worker + "/" + id);
   if (h.base_version > version_)
-    return reject(K::future, "base version " + std::to_string(h.base_version) + " is newer than " + std::to_string(version_));
+    return reject(K::future,
+                  "base version " + std::to_string(h.base_version) + " is newer than " + std::to_string(version_));
   int64_t staleness = version_ - h.base_version;
   if (staleness > cfg_.aggregation.max_staleness)
     return reject(K::stale, "base version " + std::to_string(h.base_version) + " is " + std::to_string(staleness) +
-                  " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) + ")");
+                                " versions behind (max_staleness " + std::to_string(cfg_.aggregation.max_staleness) +
+                                ")");
   codec::Kind kind = codec::Kind::fp32;
   auto delta = codec::decode(p->payload, 1ull << 32, &kind);
   if (!delta) return reject(K::corrupt, delta.status().message());
   if (delta->size() != global_.size())
-    return reject(K::shape, std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
+    return reject(K::shape,
+                  std::to_string(delta->size()) + " tensors, the adapter has " + std::to_string(global_.size()));
   for (size_t i = 0; i < global_.size(); ++i) {
     const auto& d = (*delta)[i];
     if (d.name != global_[i].name || d.shape != global_[i].shape)
@@ -216,14 +224,28 @@ bool Proxy::consider(const std::string& worker, const store::ObjectInfo& obj) {
   if (agg.max_update_norm_ratio > 0 && recent_norms_.size() >= kMinNormHistory) {
     double med = median_of(recent_norms_);
     if (norm > agg.max_update_norm_ratio * med)
-      return reject(K::norm, fmt::format("|delta| = {:.4g} exceeds max_update_norm_ratio {:.4g} x {:.4g}, the median of the "
+      return reject(K::norm,
+                    fmt::format("|delta| = {:.4g} exceeds max_update_norm_ratio {:.4g} x {:.4g}, the median of the "
                                 "last {} accepted updates",
                                 norm, agg.max_update_norm_ratio, med, recent_norms_.size()));
   }
   Pending u;
-  u.meta = {worker, id, sha256_hex(*body), h.payload_sha256, body->size(), h.base_version, staleness, h.steps, h.samples,
-            static_cast<double>(h.samples), std::pow(1.0 + staleness, -agg.staleness_exponent),
-            h.reward_mean, h.accuracy, norm, h.signer, h.frac_reward_zero_std};
+  u.meta = {worker,
+            id,
+            sha256_hex(*body),
+            h.payload_sha256,
+            body->size(),
+            h.base_version,
+            staleness,
+            h.steps,
+            h.samples,
+            static_cast<double>(h.samples),
+            std::pow(1.0 + staleness, -agg.staleness_exponent),
+            h.reward_mean,
+            h.accuracy,
+            norm,
+            h.signer,
+            h.frac_reward_zero_std};
   u.delta = std::move(*delta);
   u.sparse = codec::is_sparse(kind);
   cursors_[worker] = id;
@@ -276,7 +298,9 @@ bool Proxy::publish() {
   m.cursors = cursors_;
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   m.stats = agg.stats;
-  m.stats.update({{"aggregate_seconds", secs}, {"samples", samples}, {"reward_mean", samples ? rw / samples : 0.0},
+  m.stats.update({{"aggregate_seconds", secs},
+                  {"samples", samples},
+                  {"reward_mean", samples ? rw / samples : 0.0},
                   {"accuracy", samples ? acc / samples : 0.0}});
   // Over the updates that report it, and the best reward so far (run health: protocol/health.h).
   if (zero_std_samples > 0) m.stats["frac_reward_zero_std"] = zero_std / zero_std_samples;
@@ -296,12 +320,14 @@ bool Proxy::publish() {
     m.outer_state = protocol::OuterStateRef{protocol::outer_state_key(m.version, sha), sha, body.size()};
     st = store_->put(m.outer_state->key, body);  // before the manifest that names it
   }
-  if (st) st = protocol::publish_version(*store_, m, protocol::encode_adapter(next, bf16 ? st::DType::BF16 : st::DType::F32));
+  if (st)
+    st = protocol::publish_version(*store_, m, protocol::encode_adapter(next, bf16 ? st::DType::BF16 : st::DType::F32));
   if (!st) {
     if (st.code() == StatusCode::kPreconditionFailed)
       LOG_WARN("proxy {}: version {} was published by another proxy; reloading", opt_.id, m.version);
     else
-      LOG_WARN("proxy {}: publishing version {} failed ({}); reloading and retrying", opt_.id, m.version, st.to_string());
+      LOG_WARN("proxy {}: publishing version {} failed ({}); reloading and retrying", opt_.id, m.version,
+               st.to_string());
     load();
     return false;
   }
@@ -364,7 +390,8 @@ void Proxy::collect_garbage() {
     if (auto st = store_->remove(key); !st) {
       ++counters_.gc_failures;
       first_incomplete = std::min(first_incomplete, v);
-      LOG_WARN("proxy: garbage collection could not remove {} (retried at the next collection): {}", key, st.to_string());
+      LOG_WARN("proxy: garbage collection could not remove {} (retried at the next collection): {}", key,
+               st.to_string());
       return;
     }
     if (count) ++counters_.collected;

@@ -42,9 +42,9 @@ class Proxy;
 
 struct ProxyOptions {
   std::string bucket;
-  std::string id;               // "" = proxy-<hostname>-<pid>
-  double time_limit_s = 0;      // 0 = until stopped
-  int64_t max_version = 0;      // stop after publishing this version (0 = no limit)
+  std::string id;           // "" = proxy-<hostname>-<pid>
+  double time_limit_s = 0;  // 0 = until stopped
+  int64_t max_version = 0;  // stop after publishing this version (0 = no limit)
   // Called on the proxy's thread after every poll of run(), e.g. to hand a snapshot to the
   // HTTP endpoints (obs/monitor.h); must not block.
   std::function<void(const Proxy&)> on_poll;

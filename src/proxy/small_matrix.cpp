@@ -96,7 +96,8 @@ bool invert(std::vector<double>& a, size_t n) {
     const double p = a[piv * n + col];
     if (p == 0 || !std::isfinite(p)) return false;
     if (piv != col)
-      for (size_t k = 0; k < n; ++k) std::swap(a[piv * n + k], a[col * n + k]), std::swap(inv[piv * n + k], inv[col * n + k]);
+      for (size_t k = 0; k < n; ++k)
+        std::swap(a[piv * n + k], a[col * n + k]), std::swap(inv[piv * n + k], inv[col * n + k]);
     for (size_t k = 0; k < n; ++k) a[col * n + k] /= p, inv[col * n + k] /= p;
     for (size_t i = 0; i < n; ++i) {
       if (i == col) continue;

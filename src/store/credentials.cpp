@@ -75,7 +75,8 @@ std::map<std::string, std::map<std::string, std::string>> parse_ini(const std::s
     if (t.front() == '[' && t.back() == ']') {
       section = trim(t.substr(1, t.size() - 2));
       // "[profile  x]" -> "profile x"
-      if (section.rfind("profile", 0) == 0 && section.size() > 7 && std::isspace(static_cast<unsigned char>(section[7])))
+      if (section.rfind("profile", 0) == 0 && section.size() > 7 &&
+          std::isspace(static_cast<unsigned char>(section[7])))
         section = "profile " + trim(section.substr(7));
       out[section];
       continue;
@@ -135,19 +136,22 @@ S3Config resolve_s3_config(const std::string& bucket, const EnvLookup& env) {
       return true;
     };
     if (!pick(creds_ini, profile, creds_path) && !pick(config_ini, config_section, config_path)) {
-      throw UserError("no S3 credentials for bucket '" + bucket + "': AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set and profile '" +
-                          profile + "' has no aws_access_key_id/aws_secret_access_key in " +
-                          (creds_path.empty() ? "~/.aws/credentials" : creds_path) + " or " +
-                          (config_path.empty() ? "~/.aws/config" : config_path),
-                      "export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or set AWS_PROFILE to a profile that has them "
-                      "(for the local test server: scripts/s3-server.sh start && source .cache/s3/env.sh)");
+      throw UserError(
+          "no S3 credentials for bucket '" + bucket +
+              "': AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set and profile '" + profile +
+              "' has no aws_access_key_id/aws_secret_access_key in " +
+              (creds_path.empty() ? "~/.aws/credentials" : creds_path) + " or " +
+              (config_path.empty() ? "~/.aws/config" : config_path),
+          "export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or set AWS_PROFILE to a profile that has them "
+          "(for the local test server: scripts/s3-server.sh start && source .cache/s3/env.sh)");
     }
   }
 
   c.region = get_or(env, "AWS_REGION", get_or(env, "AWS_DEFAULT_REGION", config_get("region")));
   if (c.region.empty()) c.region = "us-east-1";
 
-  std::string endpoint = get_or(env, "AWS_ENDPOINT_URL_S3", get_or(env, "AWS_ENDPOINT_URL", config_get("endpoint_url")));
+  std::string endpoint =
+      get_or(env, "AWS_ENDPOINT_URL_S3", get_or(env, "AWS_ENDPOINT_URL", config_get("endpoint_url")));
   if (endpoint.empty()) {
     c.scheme = "https";
     c.endpoint_host = "s3." + c.region + ".amazonaws.com";

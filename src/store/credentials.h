@@ -25,8 +25,8 @@ struct S3Config {
   sigv4::Credentials creds;
   std::string creds_source;  // for messages: "environment" or "profile 'x' in /path" (no secrets)
   std::string region;
-  std::string scheme;        // "http" or "https"
-  std::string endpoint_host; // "127.0.0.1:7480", "s3.eu-west-1.amazonaws.com"
+  std::string scheme;         // "http" or "https"
+  std::string endpoint_host;  // "127.0.0.1:7480", "s3.eu-west-1.amazonaws.com"
   bool custom_endpoint = false;
   bool path_style = false;
 };

@@ -71,7 +71,8 @@ Result<std::string> FaultStore::get(const std::string& key, const GetOptions& op
   auto r = inner_->get(key, opt);
   if (f == Fault::kReset && r)
     return Status(StatusCode::kTransient, "injected fault in get: connection reset after " +
-                                              std::to_string(r->size() / 2) + " of " + std::to_string(r->size()) + " bytes");
+                                              std::to_string(r->size() / 2) + " of " + std::to_string(r->size()) +
+                                              " bytes");
   return r;
 }
 

@@ -167,7 +167,8 @@ Result<Response> perform(const Request& req) {
       upload_fd = ::open(req.upload_path.c_str(), O_RDONLY | O_CLOEXEC);
       if (upload_fd < 0) {
         curl_slist_free_all(hdrs);
-        return Status(StatusCode::kIOError, "cannot open '" + req.upload_path + "' for upload: " + std::strerror(errno));
+        return Status(StatusCode::kIOError,
+                      "cannot open '" + req.upload_path + "' for upload: " + std::strerror(errno));
       }
       up.fd = upload_fd;
       up.offset = req.upload_offset;
@@ -200,8 +201,11 @@ Result<Response> perform(const Request& req) {
 
   if (rc != CURLE_OK) {
     std::string where = req.method + " " + redact_url(req.url);
-    if (down.err) return Status(StatusCode::kIOError, where + ": writing the download failed: " + std::strerror(down.err));
-    if (up.err) return Status(StatusCode::kIOError, where + ": reading '" + req.upload_path + "' failed: " + std::strerror(up.err));
+    if (down.err)
+      return Status(StatusCode::kIOError, where + ": writing the download failed: " + std::strerror(down.err));
+    if (up.err)
+      return Status(StatusCode::kIOError,
+                    where + ": reading '" + req.upload_path + "' failed: " + std::strerror(up.err));
     std::string why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
     return Status(StatusCode::kTransient, where + ": " + why);
   }

@@ -14,10 +14,10 @@
 namespace brl::store::http {
 
 struct Timeouts {
-  long connect_ms = 5000;        // TCP (+TLS) connect
-  long low_speed_bytes = 1024;   // abort when slower than this ...
-  long low_speed_s = 20;         // ... for this long (catches hung servers)
-  long total_ms = 0;             // whole request; 0 = no limit (large objects)
+  long connect_ms = 5000;       // TCP (+TLS) connect
+  long low_speed_bytes = 1024;  // abort when slower than this ...
+  long low_speed_s = 20;        // ... for this long (catches hung servers)
+  long total_ms = 0;            // whole request; 0 = no limit (large objects)
 };
 
 struct Request {

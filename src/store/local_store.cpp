@@ -30,22 +30,25 @@ Status errno_status(const std::string& op, const std::string& path, int err) {
     case ENOENT: return {StatusCode::kNotFound, msg};
     case EACCES:
     case EPERM:
-      return {StatusCode::kAccessDenied, msg + " (this process runs as uid " + std::to_string(::geteuid()) +
-                                             ": give it access to that folder (owner, mode) or run it as the folder's owner)"};
-    case EROFS: return {StatusCode::kAccessDenied, msg + " (read-only filesystem: remount it read-write or use another folder)"};
+      return {StatusCode::kAccessDenied,
+              msg + " (this process runs as uid " + std::to_string(::geteuid()) +
+                  ": give it access to that folder (owner, mode) or run it as the folder's owner)"};
+    case EROFS:
+      return {StatusCode::kAccessDenied, msg + " (read-only filesystem: remount it read-write or use another folder)"};
     case ENOSPC:
     case EDQUOT:
-      return {StatusCode::kIOError, msg + " (disk full or quota exceeded: free space on that filesystem or move the bucket "
-                                          "to a larger one)"};
+      return {StatusCode::kIOError,
+              msg +
+                  " (disk full or quota exceeded: free space on that filesystem or move the bucket "
+                  "to a larger one)"};
     default: return {StatusCode::kIOError, msg};  // EIO, EFBIG, ...
   }
 }
 
 // The message for writes where a path component is a file (a store cannot hold "a" and "a/b").
 Status conflict_status(const std::string& key, const std::string& path) {
-  return {StatusCode::kInvalidArgument,
-          "key '" + key + "' conflicts with an existing object or folder at '" + path +
-              "' (a directory store cannot hold both 'x' and 'x/...')"};
+  return {StatusCode::kInvalidArgument, "key '" + key + "' conflicts with an existing object or folder at '" + path +
+                                            "' (a directory store cannot hold both 'x' and 'x/...')"};
 }
 
 // ---- small POSIX helpers ------------------------------------------------------------
@@ -57,7 +60,11 @@ struct Fd {
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
-  int release() { int f = fd; fd = -1; return f; }
+  int release() {
+    int f = fd;
+    fd = -1;
+    return f;
+  }
 };
 
 std::string dir_of(const std::string& path) {
@@ -332,18 +339,16 @@ LocalStore::LocalStore(std::string root) : root_(std::move(root)) {}
 
 Status LocalStore::put(const std::string& key, const std::string& data, const PutOptions& opt) {
   if (auto st = validate_key(key); !st) return st;
-  return atomic_write(path_of(key), root_, opt.create_only, key, [&](int fd, const std::string& tmp) {
-    return write_all(fd, data.data(), data.size(), tmp);
-  });
+  return atomic_write(path_of(key), root_, opt.create_only, key,
+                      [&](int fd, const std::string& tmp) { return write_all(fd, data.data(), data.size(), tmp); });
 }
 
 Status LocalStore::put_file(const std::string& key, const std::string& path, const PutOptions& opt) {
   if (auto st = validate_key(key); !st) return st;
   Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.fd < 0) return errno_status("open source file", path, errno);
-  return atomic_write(path_of(key), root_, opt.create_only, key, [&](int fd, const std::string& tmp) {
-    return copy_fd(in.fd, fd, path, tmp);
-  });
+  return atomic_write(path_of(key), root_, opt.create_only, key,
+                      [&](int fd, const std::string& tmp) { return copy_fd(in.fd, fd, path, tmp); });
 }
 
 Result<std::string> LocalStore::get(const std::string& key, const GetOptions& opt) {
@@ -390,7 +395,8 @@ Status LocalStore::get_file(const std::string& key, const std::string& path) {
   struct stat st;
   if (::fstat(in.fd, &st) != 0) return errno_status("stat", src, errno);
   if (!S_ISREG(st.st_mode)) return {StatusCode::kNotFound, "no object '" + key + "' in " + root_ + " (a folder)"};
-  return atomic_write(path, "", false, key, [&](int fd, const std::string& tmp) { return copy_fd(in.fd, fd, src, tmp); });
+  return atomic_write(path, "", false, key,
+                      [&](int fd, const std::string& tmp) { return copy_fd(in.fd, fd, src, tmp); });
 }
 
 Result<ObjectInfo> LocalStore::head(const std::string& key) {
@@ -398,7 +404,8 @@ Result<ObjectInfo> LocalStore::head(const std::string& key) {
   const std::string path = path_of(key);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOTDIR || errno == ENOENT) return Status(StatusCode::kNotFound, "no object '" + key + "' in " + root_);
+    if (errno == ENOTDIR || errno == ENOENT)
+      return Status(StatusCode::kNotFound, "no object '" + key + "' in " + root_);
     return errno_status("stat", path, errno);
   }
   if (!S_ISREG(st.st_mode)) return Status(StatusCode::kNotFound, "no object '" + key + "' in " + root_ + " (a folder)");
@@ -407,7 +414,8 @@ Result<ObjectInfo> LocalStore::head(const std::string& key) {
 
 Result<ListPage> LocalStore::list(const ListOptions& opt) {
   if (auto st = validate_prefix(opt.prefix); !st) return st;
-  if (opt.max_keys <= 0) return Status(StatusCode::kInvalidArgument, "max_keys must be positive, got " + std::to_string(opt.max_keys));
+  if (opt.max_keys <= 0)
+    return Status(StatusCode::kInvalidArgument, "max_keys must be positive, got " + std::to_string(opt.max_keys));
   Lister l;
   l.lower = std::max(opt.start_after, opt.continuation);
   l.max_keys = static_cast<size_t>(opt.max_keys);
@@ -462,7 +470,8 @@ Result<int> LocalStore::cleanup_stale_temp(std::chrono::seconds max_age) {
 Status copy_file_atomic(const std::string& src, const std::string& dst) {
   Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.fd < 0) return errno_status("open source file", src, errno);
-  return atomic_write(dst, "", false, dst, [&](int fd, const std::string& tmp) { return copy_fd(in.fd, fd, src, tmp); });
+  return atomic_write(dst, "", false, dst,
+                      [&](int fd, const std::string& tmp) { return copy_fd(in.fd, fd, src, tmp); });
 }
 
 }  // namespace brl::store

@@ -23,7 +23,8 @@ Status check_segments(const std::string& s, size_t end, const std::string& what)
     auto bad = [&](const std::string& why) {
       return Status(StatusCode::kInvalidArgument, what + " '" + s + "' " + why);
     };
-    if (seg.empty()) return bad(start == 0 ? "starts with '/' (keys are relative)" : "has an empty segment ('//' or a trailing '/')");
+    if (seg.empty())
+      return bad(start == 0 ? "starts with '/' (keys are relative)" : "has an empty segment ('//' or a trailing '/')");
     if (seg == "." || seg == "..") return bad("has a '" + std::string(seg) + "' segment");
     if (seg.substr(0, kTempPrefix.size()) == kTempPrefix)
       return bad("has a segment starting with the reserved '" + std::string(kTempPrefix) + "'");
@@ -36,9 +37,11 @@ Status check_segments(const std::string& s, size_t end, const std::string& what)
 
 Status validate_key(const std::string& key) {
   if (key.empty()) return {StatusCode::kInvalidArgument, "empty key"};
-  if (key.size() > 1024) return {StatusCode::kInvalidArgument, "key longer than 1024 bytes: '" + key.substr(0, 64) + "...'"};
+  if (key.size() > 1024)
+    return {StatusCode::kInvalidArgument, "key longer than 1024 bytes: '" + key.substr(0, 64) + "...'"};
   if (key.find('\0') != std::string::npos) return {StatusCode::kInvalidArgument, "key contains a NUL byte"};
-  if (key.back() == '/') return {StatusCode::kInvalidArgument, "key '" + key + "' ends with '/' (that names a prefix, not an object)"};
+  if (key.back() == '/')
+    return {StatusCode::kInvalidArgument, "key '" + key + "' ends with '/' (that names a prefix, not an object)"};
   return check_segments(key, key.size(), "key");
 }
 
@@ -66,8 +69,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::list_all(const std::string& prefix,
 }
 
 std::unique_ptr<ObjectStore> open_store(const std::string& url) {
-  const std::string hint =
-      "use s3://bucket[/prefix], file:///absolute/dir, or a directory path";
+  const std::string hint = "use s3://bucket[/prefix], file:///absolute/dir, or a directory path";
   if (url.empty()) throw UserError("empty store URL", hint);
   if (url.rfind("s3://", 0) == 0) return open_s3_store(url);
   std::string path;
@@ -76,7 +78,8 @@ std::unique_ptr<ObjectStore> open_store(const std::string& url) {
     // file://localhost/dir is the same as file:///dir (RFC 8089); other hosts are not ours.
     if (path.rfind("localhost/", 0) == 0) path = path.substr(9);
     if (path.empty() || path[0] != '/')
-      throw UserError("store URL '" + url + "' is not file:///absolute/path", "a file URL has three slashes: file:///data/bucket");
+      throw UserError("store URL '" + url + "' is not file:///absolute/path",
+                      "a file URL has three slashes: file:///data/bucket");
   } else {
     size_t scheme = url.find("://");
     if (scheme != std::string::npos)
@@ -90,7 +93,8 @@ std::unique_ptr<ObjectStore> open_store(const std::string& url) {
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   struct stat st;
   if (::stat(root.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-    throw UserError("store path '" + root + "' exists and is not a directory", "a directory store needs a directory (it is created if missing)");
+    throw UserError("store path '" + root + "' exists and is not a directory",
+                    "a directory store needs a directory (it is created if missing)");
   return std::make_unique<LocalStore>(root);
 }
 

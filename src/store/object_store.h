@@ -19,12 +19,12 @@ namespace brl::store {
 struct ObjectInfo {
   std::string key;
   uint64_t size = 0;
-  std::string etag;        // opaque; unquoted
-  int64_t mtime_ms = 0;    // last modified, ms since epoch
+  std::string etag;      // opaque; unquoted
+  int64_t mtime_ms = 0;  // last modified, ms since epoch
 };
 
 struct PutOptions {
-  bool create_only = false;      // fail with kPreconditionFailed if the key exists (atomic)
+  bool create_only = false;  // fail with kPreconditionFailed if the key exists (atomic)
   std::string content_type = "application/octet-stream";
 };
 
@@ -35,10 +35,10 @@ struct GetOptions {
 };
 
 struct ListOptions {
-  std::string prefix;          // keys starting with this
-  std::string start_after;     // keys strictly greater than this (lexicographic)
-  int max_keys = 1000;         // page size
-  std::string continuation;    // from ListPage::next, to get the next page
+  std::string prefix;        // keys starting with this
+  std::string start_after;   // keys strictly greater than this (lexicographic)
+  int max_keys = 1000;       // page size
+  std::string continuation;  // from ListPage::next, to get the next page
 };
 
 struct ListPage {

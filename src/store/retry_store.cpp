@@ -16,7 +16,9 @@ namespace brl::store {
 namespace {
 const Status& status_of(const Status& s) { return s; }
 template <class T>
-const Status& status_of(const Result<T>& r) { return r.status(); }
+const Status& status_of(const Result<T>& r) {
+  return r.status();
+}
 }  // namespace
 
 RetryStore::RetryStore(std::shared_ptr<ObjectStore> inner, RetryOptions opt)
@@ -69,7 +71,8 @@ R RetryStore::run(const char* op, const std::string& key, F&& attempt, bool* ret
       if constexpr (std::is_same_v<R, Status>) return final;
       else return R(final);
     }
-    LOG_DEBUG("{} '{}' on {}: {}; retry {} in {} ms", op, key, inner_->describe(), st.to_string(), i + 1, delay.count());
+    LOG_DEBUG("{} '{}' on {}: {}; retry {} in {} ms", op, key, inner_->describe(), st.to_string(), i + 1,
+              delay.count());
     opt_.sleep(delay);
     slept += delay;
     std::lock_guard<std::mutex> lk(mu_);
@@ -79,7 +82,8 @@ R RetryStore::run(const char* op, const std::string& key, F&& attempt, bool* ret
 
 Status RetryStore::put(const std::string& key, const std::string& data, const PutOptions& opt) {
   bool ambiguous = false;
-  Status st = run<Status>("put", key, [&] { return inner_->put(key, data, opt); }, &ambiguous);
+  Status st = run<Status>(
+      "put", key, [&] { return inner_->put(key, data, opt); }, &ambiguous);
   if (opt.create_only && ambiguous && st.code() == StatusCode::kPreconditionFailed) {
     auto got = run<Result<std::string>>("get", key, [&] { return inner_->get(key); });
     if (got && *got == data) return Status::ok();  // an earlier attempt of ours landed
@@ -89,7 +93,8 @@ Status RetryStore::put(const std::string& key, const std::string& data, const Pu
 
 Status RetryStore::put_file(const std::string& key, const std::string& path, const PutOptions& opt) {
   bool ambiguous = false;
-  Status st = run<Status>("put_file", key, [&] { return inner_->put_file(key, path, opt); }, &ambiguous);
+  Status st = run<Status>(
+      "put_file", key, [&] { return inner_->put_file(key, path, opt); }, &ambiguous);
   if (opt.create_only && ambiguous && st.code() == StatusCode::kPreconditionFailed) {
     namespace fs = std::filesystem;
     std::string tmp = (fs::temp_directory_path() / ("brl-verify-" + std::to_string(::getpid()) + "-" +

@@ -22,19 +22,19 @@
 namespace brl::store {
 
 struct RetryOptions {
-  int max_attempts = 6;                          // including the first
+  int max_attempts = 6;  // including the first
   std::chrono::milliseconds base_delay{50};
   std::chrono::milliseconds max_delay{2000};
-  std::chrono::milliseconds total_time{30000};   // no retry sleeps past this since the first attempt
-  uint64_t seed = 0;                             // 0: seeded from std::random_device
+  std::chrono::milliseconds total_time{30000};  // no retry sleeps past this since the first attempt
+  uint64_t seed = 0;                            // 0: seeded from std::random_device
   // Replaceable for tests (fake time); default std::this_thread::sleep_for.
   std::function<void(std::chrono::milliseconds)> sleep;
 };
 
 struct RetryCounts {
-  int calls = 0;      // operations started
-  int attempts = 0;   // inner calls made
-  int gave_up = 0;    // operations that returned a retryable status after all retries
+  int calls = 0;     // operations started
+  int attempts = 0;  // inner calls made
+  int gave_up = 0;   // operations that returned a retryable status after all retries
   std::chrono::milliseconds slept{0};
 };
 

@@ -76,7 +76,8 @@ std::string xml_unescape(std::string_view s) {
 
 namespace {
 // [open, close) of the next <name>...</name> element in [from, to); open = after the start tag.
-bool find_element(const std::string& xml, const std::string& name, size_t from, size_t to, size_t* open, size_t* close) {
+bool find_element(const std::string& xml, const std::string& name, size_t from, size_t to, size_t* open,
+                  size_t* close) {
   const std::string start = "<" + name, end = "</" + name + ">";
   size_t p = from;
   while ((p = xml.find(start, p)) != std::string::npos && p < to) {
@@ -120,7 +121,8 @@ Result<ListPage> parse_list_v2(const std::string& xml, const std::string& strip_
     o.key = key.substr(strip_prefix.size());
     o.size = std::strtoull(xml_text(xml, "Size", open, close).c_str(), nullptr, 10);
     o.etag = xml_text(xml, "ETag", open, close);
-    if (o.etag.size() >= 2 && o.etag.front() == '"' && o.etag.back() == '"') o.etag = o.etag.substr(1, o.etag.size() - 2);
+    if (o.etag.size() >= 2 && o.etag.front() == '"' && o.etag.back() == '"')
+      o.etag = o.etag.substr(1, o.etag.size() - 2);
     o.mtime_ms = std::max<int64_t>(0, parse_iso8601_ms(xml_text(xml, "LastModified", open, close)));
     page.objects.push_back(std::move(o));
   }
@@ -179,7 +181,8 @@ Status S3Client::classify(const http::Response& r, const S3Call& call) const {
   std::string where = call.what + ": ";
   if (s == 404) {
     if (code == "NoSuchBucket")
-      return {StatusCode::kNotFound, where + "bucket '" + bucket_ + "' does not exist at " + endpoint() + " (" + detail + ")"};
+      return {StatusCode::kNotFound,
+              where + "bucket '" + bucket_ + "' does not exist at " + endpoint() + " (" + detail + ")"};
     return {StatusCode::kNotFound, where + "no such object (" + detail + ")"};
   }
   if (s == 403) {
@@ -187,18 +190,24 @@ Status S3Client::classify(const http::Response& r, const S3Call& call) const {
     if (code == "SignatureDoesNotMatch") why = "the secret key does not match the access key id. ";
     else if (code == "InvalidAccessKeyId") why = "the server does not know the access key id. ";
     else if (code == "RequestTimeTooSkewed") why = "this machine's clock is too far off; fix the clock (NTP). ";
-    else if (code == "ExpiredToken" || code == "InvalidToken") why = "the session token (AWS_SESSION_TOKEN) is expired or invalid. ";
-    return {StatusCode::kAccessDenied, where + "access denied (" + detail + ") for bucket '" + bucket_ + "' at " + endpoint() +
-                                           ": " + why + "Check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (credentials from " +
+    else if (code == "ExpiredToken" || code == "InvalidToken")
+      why = "the session token (AWS_SESSION_TOKEN) is expired or invalid. ";
+    return {StatusCode::kAccessDenied, where + "access denied (" + detail + ") for bucket '" + bucket_ + "' at " +
+                                           endpoint() + ": " + why +
+                                           "Check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (credentials from " +
                                            cfg_.creds_source + ") and that they may access this bucket"};
   }
-  if (s == 416) return {StatusCode::kInvalidArgument, where + "the range starts at or past the end of the object (" + detail + ")"};
-  if (s == 412) return {StatusCode::kPreconditionFailed, where + "precondition failed, the object already exists (" + detail + ")"};
+  if (s == 416)
+    return {StatusCode::kInvalidArgument, where + "the range starts at or past the end of the object (" + detail + ")"};
+  if (s == 412)
+    return {StatusCode::kPreconditionFailed, where + "precondition failed, the object already exists (" + detail + ")"};
   if (s == 429 || s == 503 || code == "SlowDown") return {StatusCode::kThrottled, where + detail};
-  if (s >= 500 || s == 408 || code == "RequestTimeout" || code == "OperationAborted" || code == "ConditionalRequestConflict")
+  if (s >= 500 || s == 408 || code == "RequestTimeout" || code == "OperationAborted" ||
+      code == "ConditionalRequestConflict")
     return {StatusCode::kTransient, where + detail};
   if (code == "XAmzContentSHA256Mismatch" || code == "BadDigest" || code == "IncompleteBody")
-    return {StatusCode::kCorrupt, where + "the server received a body that does not match its checksum (" + detail + ")"};
+    return {StatusCode::kCorrupt,
+            where + "the server received a body that does not match its checksum (" + detail + ")"};
   if (s == 301 || s == 307 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed")
     return {StatusCode::kInvalidArgument, where + detail + " (wrong region? set AWS_REGION to the bucket's region)"};
   return {StatusCode::kInvalidArgument, where + detail};
@@ -245,7 +254,8 @@ Result<http::Response> S3Client::execute(S3Call& call) const {
     last = st;
     if (attempt == opt_.max_attempts) break;
     // Full jitter (AWS Architecture Blog, "Exponential Backoff And Jitter").
-    int64_t cap = std::min<int64_t>(opt_.max_backoff_ms, static_cast<int64_t>(opt_.base_backoff_ms) << std::min(attempt - 1, 20));
+    int64_t cap =
+        std::min<int64_t>(opt_.max_backoff_ms, static_cast<int64_t>(opt_.base_backoff_ms) << std::min(attempt - 1, 20));
     auto sleep = std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(cap, 1))(rng));
     if (Clock::now() + sleep >= deadline) break;
     call.retried = true;
@@ -255,8 +265,8 @@ Result<http::Response> S3Client::execute(S3Call& call) const {
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", secs);
-  return Status(last.code(), "gave up after " + std::to_string(std::min(attempt, opt_.max_attempts)) + " attempts in " + buf +
-                                 " s: " + last.message());
+  return Status(last.code(), "gave up after " + std::to_string(std::min(attempt, opt_.max_attempts)) + " attempts in " +
+                                 buf + " s: " + last.message());
 }
 
 }  // namespace brl::store

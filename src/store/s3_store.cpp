@@ -30,13 +30,10 @@ namespace brl::store {
 
 namespace {
 
-
 // md5 (raw) and sha256 (hex) of a buffer or a file range, in one pass.
 struct Digests {
   std::string md5_raw, md5_hex, sha256_hex;
-  std::string content_md5() const {
-    return base64_encode(md5_raw);
-  }
+  std::string content_md5() const { return base64_encode(md5_raw); }
 };
 
 class Hasher {
@@ -83,7 +80,8 @@ Result<Digests> digest_file(const std::string& path, uint64_t offset, uint64_t l
     ssize_t got = ::pread(fd, buf.data(), want, static_cast<off_t>(offset + done));
     if (got <= 0) {
       ::close(fd);
-      return Status(StatusCode::kIOError, "reading '" + path + "' failed (" + (got < 0 ? std::strerror(errno) : "file shrank") + ")");
+      return Status(StatusCode::kIOError,
+                    "reading '" + path + "' failed (" + (got < 0 ? std::strerror(errno) : "file shrank") + ")");
     }
     h.update(buf.data(), static_cast<size_t>(got));
     done += static_cast<uint64_t>(got);
@@ -139,7 +137,8 @@ class S3Store final : public ObjectStore {
     if (auto st = validate_key(key); !st) return st;
     struct stat sb;
     if (::stat(path.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode))
-      return Status(StatusCode::kIOError, "cannot upload '" + path + "': " + (errno ? std::strerror(errno) : "not a regular file"));
+      return Status(StatusCode::kIOError,
+                    "cannot upload '" + path + "': " + (errno ? std::strerror(errno) : "not a regular file"));
     uint64_t size = static_cast<uint64_t>(sb.st_size);
     if (size > opt_.multipart_threshold) return put_multipart(key, path, size, opt);
     auto d = digest_file(path, 0, size);
@@ -170,7 +169,8 @@ class S3Store final : public ObjectStore {
     if (!resp) return resp.status();
     std::string cl = resp->header("content-length");
     if (!cl.empty() && std::to_string(resp->body.size()) != cl)
-      return Status(StatusCode::kCorrupt, call.what + ": got " + std::to_string(resp->body.size()) + " bytes, Content-Length says " + cl);
+      return Status(StatusCode::kCorrupt,
+                    call.what + ": got " + std::to_string(resp->body.size()) + " bytes, Content-Length says " + cl);
     if (whole && opt_.verify_etag_md5) {
       std::string etag = unquote(resp->header("etag"));
       if (is_plain_md5(etag) && digest(resp->body).md5_hex != etag)
@@ -187,7 +187,8 @@ class S3Store final : public ObjectStore {
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');
     int fd = ::mkstemp(name.data());
-    if (fd < 0) return Status(StatusCode::kIOError, "cannot create a temporary file in '" + dir + "': " + std::strerror(errno));
+    if (fd < 0)
+      return Status(StatusCode::kIOError, "cannot create a temporary file in '" + dir + "': " + std::strerror(errno));
     std::string tmp(name.data());
     S3Call call = object_call("GET", key);
     call.download_fd = fd;
@@ -204,12 +205,14 @@ class S3Store final : public ObjectStore {
     if (!resp) return fail(resp.status());
     std::string cl = resp->header("content-length");
     if (!cl.empty() && std::to_string(resp->downloaded) != cl)
-      return fail(Status(StatusCode::kCorrupt, call.what + ": got " + std::to_string(resp->downloaded) + " bytes, Content-Length says " + cl));
+      return fail(Status(StatusCode::kCorrupt, call.what + ": got " + std::to_string(resp->downloaded) +
+                                                   " bytes, Content-Length says " + cl));
     std::string etag = unquote(resp->header("etag"));
     if (opt_.verify_etag_md5 && is_plain_md5(etag)) {
       auto d = digest_file(tmp, 0, resp->downloaded);
       if (!d) return fail(d.status());
-      if (d->md5_hex != etag) return fail(Status(StatusCode::kCorrupt, call.what + ": downloaded MD5 does not match ETag " + etag));
+      if (d->md5_hex != etag)
+        return fail(Status(StatusCode::kCorrupt, call.what + ": downloaded MD5 does not match ETag " + etag));
     }
     if (::fsync(fd) != 0) return fail(Status(StatusCode::kIOError, "fsync '" + tmp + "': " + std::strerror(errno)));
     ::close(fd);
@@ -237,7 +240,8 @@ class S3Store final : public ObjectStore {
   Result<ListPage> list(const ListOptions& opt) override {
     if (auto st = validate_prefix(opt.prefix); !st) return st;
     S3Call call = client_.bucket_call("GET", "LIST " + client_.url_of(prefix_ + opt.prefix) + "*");
-    call.query = {{"list-type", "2"}, {"prefix", prefix_ + opt.prefix},
+    call.query = {{"list-type", "2"},
+                  {"prefix", prefix_ + opt.prefix},
                   {"max-keys", std::to_string(std::clamp(opt.max_keys, 1, 1000))}};
     if (!opt.start_after.empty()) call.query.emplace_back("start-after", prefix_ + opt.start_after);
     if (!opt.continuation.empty()) call.query.emplace_back("continuation-token", opt.continuation);
@@ -274,11 +278,13 @@ class S3Store final : public ObjectStore {
     // meets its own object on the retry: 412. It is ours when the object holds our bytes
     // (callers put something unique to the writer in create-only bodies, retry_store.h);
     // reporting a failure would make a worker upload the same progress again.
-    if (!resp && call.retried && resp.status().code() == StatusCode::kPreconditionFailed && holds(key, d)) return Status::ok();
+    if (!resp && call.retried && resp.status().code() == StatusCode::kPreconditionFailed && holds(key, d))
+      return Status::ok();
     if (!resp) return resp.status();
     std::string etag = unquote(resp->header("etag"));
     if (is_plain_md5(etag) && etag != d.md5_hex)
-      return Status(StatusCode::kCorrupt, call.what + ": server ETag " + etag + " is not the MD5 of what was sent (" + d.md5_hex + ")");
+      return Status(StatusCode::kCorrupt,
+                    call.what + ": server ETag " + etag + " is not the MD5 of what was sent (" + d.md5_hex + ")");
     return Status::ok();
   }
 
@@ -304,15 +310,17 @@ Status S3Store::put_multipart(const std::string& key, const std::string& path, u
     // CompleteMultipartUpload with If-None-Match is atomic on AWS, but RGW 16 ignores the
     // header there; checking first makes the common case right on both.
     auto h = head(key);
-    if (h) return Status(StatusCode::kPreconditionFailed, "s3://" + client_.bucket() + "/" + full + " already exists (create-only put)");
+    if (h)
+      return Status(StatusCode::kPreconditionFailed,
+                    "s3://" + client_.bucket() + "/" + full + " already exists (create-only put)");
     if (h.status().code() != StatusCode::kNotFound) return h.status();
   }
   S3Call create = put_call(key, opt);
   create.method = "POST";
   create.what = "CreateMultipartUpload " + client_.url_of(full);
-  create.headers.erase(std::remove_if(create.headers.begin(), create.headers.end(),
-                                      [](auto& h) { return h.first == "If-None-Match"; }),
-                       create.headers.end());
+  create.headers.erase(
+      std::remove_if(create.headers.begin(), create.headers.end(), [](auto& h) { return h.first == "If-None-Match"; }),
+      create.headers.end());
   create.query = {{"uploads", ""}};
   auto cr = client_.execute(create);
   if (!cr) return cr.status();
@@ -321,7 +329,9 @@ Status S3Store::put_multipart(const std::string& key, const std::string& path, u
 
   const uint64_t part = std::max<uint64_t>(opt_.part_size, 5ull << 20);
   const int n_parts = static_cast<int>((size + part - 1) / part);
-  if (n_parts > 10000) return Status(StatusCode::kInvalidArgument, "'" + path + "' needs more than 10000 parts; raise BRL_S3_PART_SIZE_MIB");
+  if (n_parts > 10000)
+    return Status(StatusCode::kInvalidArgument,
+                  "'" + path + "' needs more than 10000 parts; raise BRL_S3_PART_SIZE_MIB");
   std::vector<std::string> etags(n_parts);
   std::atomic<int> next{0};
   std::atomic<bool> failed{false};
@@ -366,7 +376,8 @@ Status S3Store::put_multipart(const std::string& key, const std::string& path, u
     ab.what = "AbortMultipartUpload " + client_.url_of(full);
     ab.query = {{"uploadId", upload_id}};
     auto r = client_.execute(ab);
-    if (!r) LOG_WARN("{} failed: {} (the parts stay until a lifecycle rule removes them)", ab.what, r.status().to_string());
+    if (!r)
+      LOG_WARN("{} failed: {} (the parts stay until a lifecycle rule removes them)", ab.what, r.status().to_string());
     return st;
   };
   if (failed) return abort_upload(first_error);
@@ -391,7 +402,8 @@ Status S3Store::put_multipart(const std::string& key, const std::string& path, u
   auto h = head(key);
   if (!h) return h.status();
   if (h->size != size)
-    return Status(StatusCode::kCorrupt, done.what + ": object has " + std::to_string(h->size) + " bytes, the file " + std::to_string(size));
+    return Status(StatusCode::kCorrupt,
+                  done.what + ": object has " + std::to_string(h->size) + " bytes, the file " + std::to_string(size));
   return Status::ok();
 }
 
@@ -402,7 +414,8 @@ S3Options s3_options_from_env(const EnvLookup& env) {
   o.max_attempts = static_cast<int>(std::max(1L, env_long(env, "BRL_S3_MAX_ATTEMPTS", o.max_attempts)));
   o.max_retry_s = static_cast<double>(env_long(env, "BRL_S3_MAX_RETRY_S", static_cast<long>(o.max_retry_s)));
   long part_mib = env_long(env, "BRL_S3_PART_SIZE_MIB", static_cast<long>(o.part_size >> 20));
-  if (part_mib < 5) throw UserError("BRL_S3_PART_SIZE_MIB=" + std::to_string(part_mib) + " is below S3's 5 MiB minimum part size");
+  if (part_mib < 5)
+    throw UserError("BRL_S3_PART_SIZE_MIB=" + std::to_string(part_mib) + " is below S3's 5 MiB minimum part size");
   o.part_size = static_cast<uint64_t>(part_mib) << 20;
   o.multipart_threshold = std::max(o.multipart_threshold, o.part_size);
   o.verify_etag_md5 = env_long(env, "BRL_S3_VERIFY_ETAG", 1) != 0;

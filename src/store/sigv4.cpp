@@ -16,8 +16,8 @@ namespace brl::store::sigv4 {
 namespace {
 
 bool is_unreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.' || c == '~';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.' || c == '~';
 }
 
 int hex_value(char c) {
@@ -141,8 +141,7 @@ std::string canonical_query(const std::vector<std::pair<std::string, std::string
   return out;
 }
 
-std::pair<std::string, std::string> canonical_headers(
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+std::pair<std::string, std::string> canonical_headers(const std::vector<std::pair<std::string, std::string>>& headers) {
   std::map<std::string, std::string> merged;  // sorted by lowercase name
   for (const auto& [name, value] : headers) {
     std::string key = to_lower(trim_all(name));
@@ -160,8 +159,8 @@ std::pair<std::string, std::string> canonical_headers(
 
 std::string canonical_request(const Request& req, UriMode mode) {
   auto [block, names] = canonical_headers(req.headers);
-  return req.method + "\n" + canonical_uri(req.path, mode) + "\n" + canonical_query(req.query) + "\n" + block +
-         "\n" + names + "\n" + req.payload_hash;
+  return req.method + "\n" + canonical_uri(req.path, mode) + "\n" + canonical_query(req.query) + "\n" + block + "\n" +
+         names + "\n" + req.payload_hash;
 }
 
 std::string string_to_sign(const std::string& creq, const Scope& scope) {

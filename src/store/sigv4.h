@@ -35,7 +35,7 @@ struct Request {
   std::string path;
   std::vector<std::pair<std::string, std::string>> query;    // decoded names and values
   std::vector<std::pair<std::string, std::string>> headers;  // must include Host
-  std::string payload_hash;  // hex sha256 of the body, or kUnsignedPayload
+  std::string payload_hash;                                  // hex sha256 of the body, or kUnsignedPayload
 };
 
 struct Scope {
@@ -64,8 +64,7 @@ std::string canonical_uri(std::string_view path, UriMode mode);
 std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query);
 // Lowercased names, values trimmed with inner runs of spaces collapsed, duplicates joined
 // with ',' in order, sorted by name. Returns {canonical header block, signed header list}.
-std::pair<std::string, std::string> canonical_headers(
-    const std::vector<std::pair<std::string, std::string>>& headers);
+std::pair<std::string, std::string> canonical_headers(const std::vector<std::pair<std::string, std::string>>& headers);
 std::string canonical_request(const Request& req, UriMode mode);
 std::string string_to_sign(const std::string& canonical_request, const Scope& scope);
 // kSigning = HMAC(HMAC(HMAC(HMAC("AWS4"+secret, date), region), service), "aws4_request")

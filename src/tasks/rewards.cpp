@@ -40,7 +40,8 @@ std::vector<double> ExactAnswerReward::score(const std::vector<const Example*>& 
   return r;
 }
 
-std::vector<double> IntegerFormatReward::score(const std::vector<const Example*>&, const std::vector<std::string>& comp) {
+std::vector<double> IntegerFormatReward::score(const std::vector<const Example*>&,
+                                               const std::vector<std::string>& comp) {
   std::vector<double> r(comp.size(), 0.0);
   for (size_t i = 0; i < comp.size(); ++i) {
     const std::string& s = comp[i];
@@ -55,7 +56,8 @@ std::vector<double> IntegerFormatReward::score(const std::vector<const Example*>
   return r;
 }
 
-std::vector<double> CountdownReward::score(const std::vector<const Example*>& ex, const std::vector<std::string>& comp) {
+std::vector<double> CountdownReward::score(const std::vector<const Example*>& ex,
+                                           const std::vector<std::string>& comp) {
   std::vector<double> r(comp.size(), 0.0);
   for (size_t i = 0; i < comp.size(); ++i) {
     double v;
@@ -129,8 +131,9 @@ std::vector<double> CommandReward::score(const std::vector<const Example*>& ex, 
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     std::string how = WIFSIGNALED(st) ? "was killed by signal " + std::to_string(WTERMSIG(st))
                                       : "exited with status " + std::to_string(WEXITSTATUS(st));
-    throw UserError("reward command '" + command_ + "' " + how,
-                    "it must read JSON lines (prompt, answer, completion, extra fields) on stdin and print one number per line");
+    throw UserError(
+        "reward command '" + command_ + "' " + how,
+        "it must read JSON lines (prompt, answer, completion, extra fields) on stdin and print one number per line");
   }
   std::vector<double> r;
   std::istringstream lines(output);
@@ -141,8 +144,8 @@ std::vector<double> CommandReward::score(const std::vector<const Example*>& ex, 
     double v = std::strtod(line.c_str(), &end);
     while (end && (*end == ' ' || *end == '\r' || *end == '\t')) ++end;
     if (!end || *end != '\0' || !std::isfinite(v))
-      throw UserError("reward command '" + command_ + "' printed '" + line + "' on line " + std::to_string(r.size() + 1) +
-                          ", not a finite number",
+      throw UserError("reward command '" + command_ + "' printed '" + line + "' on line " +
+                          std::to_string(r.size() + 1) + ", not a finite number",
                       "print exactly one number per input line");
     r.push_back(v);
   }

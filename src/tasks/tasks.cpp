@@ -19,7 +19,9 @@ struct Stream {
   uint64_t s;
   Stream(uint64_t seed, uint64_t index) : s(splitmix64(seed ^ splitmix64(index))) {}
   uint64_t next() { return s = splitmix64(s); }
-  int64_t uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1)); }
+  int64_t uniform(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
 };
 
 // Procedural tasks draw problem number g from a stream. The held-out set and the validation set
@@ -35,7 +37,8 @@ class ProceduralTask : public Task {
       const std::string k = problem_key(e);
       if (!eval_keys_.count(k) && !val_keys_.count(k)) return e;
     }
-    throw UserError("task " + name() + " has (almost) no problems left for training: the held-out and validation sets (" +
+    throw UserError("task " + name() +
+                        " has (almost) no problems left for training: the held-out and validation sets (" +
                         std::to_string(eval_.size()) + " each) hold nearly all of them",
                     "lower task.num_eval or draw from more problems (e.g. a larger task.max_operand)");
   }
@@ -141,7 +144,8 @@ class CountdownTask : public ProceduralTask {
 class JsonlTask : public Task {
  public:
   explicit JsonlTask(const TaskOptions& o) {
-    if (o.dataset_path.empty()) throw UserError("task 'jsonl' needs task.dataset_path", "set dataset_path = \"train.jsonl\"");
+    if (o.dataset_path.empty())
+      throw UserError("task 'jsonl' needs task.dataset_path", "set dataset_path = \"train.jsonl\"");
     std::vector<Example> all = load_jsonl(o.dataset_path);
     if (!o.eval_path.empty()) {
       train_ = std::move(all);
@@ -174,7 +178,9 @@ class JsonlTask : public Task {
 
 std::vector<Example> load_jsonl(const std::string& path) {
   std::ifstream f(path);
-  if (!f) throw UserError("cannot open dataset '" + path + "'", "give a JSONL file with one {\"prompt\": ..., \"answer\": ...} per line");
+  if (!f)
+    throw UserError("cannot open dataset '" + path + "'",
+                    "give a JSONL file with one {\"prompt\": ..., \"answer\": ...} per line");
   std::vector<Example> out;
   std::string line;
   for (int n = 1; std::getline(f, line); ++n) {

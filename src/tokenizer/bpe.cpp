@@ -15,9 +15,11 @@ namespace brl::tok {
 using json = nlohmann::json;
 
 namespace {
-constexpr size_t kCacheMax = 1 << 18;   // entries
-constexpr size_t kCacheWordMax = 256;   // longer words are not cached (HF does the same)
-uint64_t key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+constexpr size_t kCacheMax = 1 << 18;  // entries
+constexpr size_t kCacheWordMax = 256;  // longer words are not cached (HF does the same)
+uint64_t key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
 }  // namespace
 
 std::optional<int32_t> token_id(const json& v) {
@@ -75,7 +77,8 @@ void BpeModel::load(const json& m, const std::string& file) {
     if (mg.is_string()) {  // "a b" (tokenizers < 0.20)
       const std::string& s = mg.get_ref<const std::string&>();
       auto sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) bad(where, "'" + s + "' is not of the form \"a b\"");
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        bad(where, "'" + s + "' is not of the form \"a b\"");
       a = s.substr(0, sp), b = s.substr(sp + 1);
     } else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) {  // ["a", "b"]
       a = mg[0].get<std::string>(), b = mg[1].get<std::string>();
@@ -154,7 +157,9 @@ void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<i
     syms.reserve(word.size());
     bool last_unk = false;
     auto push_unk = [&](const std::string& ch) {
-      if (!unk_) throw UserError(file_ + ": '" + ch + "' is not in model.vocab and the model has neither byte_fallback nor unk_token");
+      if (!unk_)
+        throw UserError(file_ + ": '" + ch +
+                        "' is not in model.vocab and the model has neither byte_fallback nor unk_token");
       if (!(fuse_unk_ && last_unk)) syms.push_back(*unk_);
       last_unk = true;
     };

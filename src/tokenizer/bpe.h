@@ -38,7 +38,9 @@ class BpeModel {
 
  private:
   void merge_word(std::vector<int32_t>& syms) const;
-  std::optional<int32_t> byte_token(unsigned char b) const { return byte_tok_[b] >= 0 ? std::optional<int32_t>(byte_tok_[b]) : std::nullopt; }
+  std::optional<int32_t> byte_token(unsigned char b) const {
+    return byte_tok_[b] >= 0 ? std::optional<int32_t>(byte_tok_[b]) : std::nullopt;
+  }
 
   std::string file_;
   std::unordered_map<std::string, int32_t> vocab_;

@@ -31,7 +31,8 @@ std::string replace_all(std::string s, std::string_view a, std::string_view b) {
 }
 
 std::string type_of(const json& j, const std::string& file, const std::string& field) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) throw UserError(file + ": " + field + " has no \"type\"");
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+    throw UserError(file + ": " + field + " has no \"type\"");
   return j["type"].get<std::string>();
 }
 
@@ -70,10 +71,14 @@ void parse_normalizer(const json& n, Pipeline& p, const std::string& field) {
   std::string type = type_of(n, p.file, field);
   if (type == "Sequence") {
     size_t i = 0;
-    for (auto& x : n.value("normalizers", json::array())) parse_normalizer(x, p, field + ".normalizers[" + std::to_string(i++) + "]");
+    for (auto& x : n.value("normalizers", json::array()))
+      parse_normalizer(x, p, field + ".normalizers[" + std::to_string(i++) + "]");
   } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     NormStep s{NormStep::kNorm};
-    s.form = type == "NFC" ? NormForm::kNFC : type == "NFD" ? NormForm::kNFD : type == "NFKC" ? NormForm::kNFKC : NormForm::kNFKD;
+    s.form = type == "NFC"    ? NormForm::kNFC
+             : type == "NFD"  ? NormForm::kNFD
+             : type == "NFKC" ? NormForm::kNFKC
+                              : NormForm::kNFKD;
     p.norm.push_back(s);
   } else if (type == "Prepend") {
     p.norm.push_back({NormStep::kPrepend, NormForm::kNFC, n.value("prepend", std::string())});
@@ -98,7 +103,8 @@ void parse_pre(const json& j, Pipeline& p, const std::string& field) {
   std::string type = type_of(j, p.file, field);
   if (type == "Sequence") {
     size_t i = 0;
-    for (auto& x : j.value("pretokenizers", json::array())) parse_pre(x, p, field + ".pretokenizers[" + std::to_string(i++) + "]");
+    for (auto& x : j.value("pretokenizers", json::array()))
+      parse_pre(x, p, field + ".pretokenizers[" + std::to_string(i++) + "]");
   } else if (type == "ByteLevel") {
     PreStep s{PreStep::kByteLevel};
     s.add_prefix_space = j.value("add_prefix_space", false);
@@ -113,14 +119,17 @@ void parse_pre(const json& j, Pipeline& p, const std::string& field) {
     else if (beh == "MergedWithNext") s.behavior = PreStep::kMergedWithNext;
     else unsupported(p.file, field + ".behavior", beh, "Isolated, Removed, MergedWithPrevious, MergedWithNext");
     s.invert = j.value("invert", false);
-    s.re = std::make_shared<Regex>(pattern_regex(j.value("pattern", json()), p.file, field + ".pattern"), p.file + ": " + field + ".pattern");
+    s.re = std::make_shared<Regex>(pattern_regex(j.value("pattern", json()), p.file, field + ".pattern"),
+                                   p.file + ": " + field + ".pattern");
     p.pre.push_back(s);
   } else if (type == "Metaspace") {
     PreStep s{PreStep::kMetaspace};
     s.replacement = j.value("replacement", std::string(kMetaspace));
     s.prepend = parse_prepend(j, p.file, field);
     s.split = j.value("split", true);
-    if (s.split) s.re = std::make_shared<Regex>(pattern_regex(json{{"String", s.replacement}}, p.file, field), p.file + ": " + field);
+    if (s.split)
+      s.re =
+          std::make_shared<Regex>(pattern_regex(json{{"String", s.replacement}}, p.file, field), p.file + ": " + field);
     p.pre.push_back(s);
   } else {
     unsupported(p.file, field + ".type", type, "ByteLevel, Split, Metaspace, Sequence");
@@ -132,7 +141,8 @@ void parse_decoder(const json& d, Pipeline& p, const std::string& field) {
   std::string type = type_of(d, p.file, field);
   if (type == "Sequence") {
     size_t i = 0;
-    for (auto& x : d.value("decoders", json::array())) parse_decoder(x, p, field + ".decoders[" + std::to_string(i++) + "]");
+    for (auto& x : d.value("decoders", json::array()))
+      parse_decoder(x, p, field + ".decoders[" + std::to_string(i++) + "]");
   } else if (type == "ByteLevel") {
     p.dec.push_back({DecStep::kByteLevel});
   } else if (type == "Replace") {
@@ -171,12 +181,15 @@ void parse_post(const json& j, Pipeline& p, const std::string& field) {
   std::string type = type_of(j, p.file, field);
   auto ids_of = [&](const json& pair, const std::string& f) {  // Roberta/Bert: ["<s>", 0]
     std::optional<int32_t> id = pair.is_array() && pair.size() == 2 ? token_id(pair[1]) : std::nullopt;
-    if (!id) throw UserError(p.file + ": " + f + " must be [token, id] with an id in [0, " + std::to_string(kMaxTokenId) + "]");
+    if (!id)
+      throw UserError(p.file + ": " + f + " must be [token, id] with an id in [0, " + std::to_string(kMaxTokenId) +
+                      "]");
     return *id;
   };
   if (type == "Sequence") {
     size_t i = 0;
-    for (auto& x : j.value("processors", json::array())) parse_post(x, p, field + ".processors[" + std::to_string(i++) + "]");
+    for (auto& x : j.value("processors", json::array()))
+      parse_post(x, p, field + ".processors[" + std::to_string(i++) + "]");
   } else if (type == "ByteLevel") {
     // Only adjusts offsets; adds no tokens.
   } else if (type == "TemplateProcessing") {
@@ -195,7 +208,9 @@ void parse_post(const json& j, Pipeline& p, const std::string& field) {
         throw UserError(p.file + ": " + field + ".special_tokens has no entry '" + id + "' (used by " + f + ")");
       for (auto& x : st[id]["ids"]) {
         std::optional<int32_t> tid = token_id(x);
-        if (!tid) throw UserError(p.file + ": " + field + ".special_tokens['" + id + "'].ids has " + x.dump() + ", not an id in [0, " + std::to_string(kMaxTokenId) + "]");
+        if (!tid)
+          throw UserError(p.file + ": " + field + ".special_tokens['" + id + "'].ids has " + x.dump() +
+                          ", not an id in [0, " + std::to_string(kMaxTokenId) + "]");
         (seen_seq ? p.suffix_ids : p.prefix_ids).push_back(*tid);
       }
     }
@@ -203,7 +218,8 @@ void parse_post(const json& j, Pipeline& p, const std::string& field) {
     p.prefix_ids.push_back(ids_of(j.value("cls", json()), field + ".cls"));
     p.suffix_ids.push_back(ids_of(j.value("sep", json()), field + ".sep"));
   } else {
-    unsupported(p.file, field + ".type", type, "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence");
+    unsupported(p.file, field + ".type", type,
+                "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence");
   }
 }
 
@@ -224,7 +240,9 @@ std::string Pipeline::normalize(std::string s) const {
   for (auto& n : norm) {
     switch (n.kind) {
       case NormStep::kNorm: s = unicode_normalize(s, n.form); break;
-      case NormStep::kPrepend: if (!s.empty()) s = n.a + s; break;
+      case NormStep::kPrepend:
+        if (!s.empty()) s = n.a + s;
+        break;
       case NormStep::kReplace:
         if (!n.re) {
           s = replace_all(std::move(s), n.a, n.b);
@@ -240,8 +258,10 @@ std::string Pipeline::normalize(std::string s) const {
       case NormStep::kStrip: {
         auto ws = [](unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };  // ASCII whitespace
         size_t b = 0, e = s.size();
-        if (n.left) while (b < e && ws(static_cast<unsigned char>(s[b]))) ++b;
-        if (n.right) while (e > b && ws(static_cast<unsigned char>(s[e - 1]))) --e;
+        if (n.left)
+          while (b < e && ws(static_cast<unsigned char>(s[b]))) ++b;
+        if (n.right)
+          while (e > b && ws(static_cast<unsigned char>(s[e - 1]))) --e;
         s = s.substr(b, e - b);
         break;
       }
@@ -257,7 +277,10 @@ void split_by(const PreStep& st, const Piece& p, std::vector<Piece>& out) {
   std::vector<std::pair<size_t, size_t>> m;
   st.re->find_all(p.text, m);
   // Segments (begin, end, is_match) covering the text.
-  struct Seg { size_t b, e; bool match; };
+  struct Seg {
+    size_t b, e;
+    bool match;
+  };
   std::vector<Seg> segs;
   size_t last = 0;
   for (auto [b, e] : m) {
@@ -271,7 +294,9 @@ void split_by(const PreStep& st, const Piece& p, std::vector<Piece>& out) {
     const Seg& s = segs[i];
     switch (st.behavior) {
       case PreStep::kIsolated: pieces.emplace_back(s.b, s.e); break;
-      case PreStep::kRemoved: if (!s.match) pieces.emplace_back(s.b, s.e); break;
+      case PreStep::kRemoved:
+        if (!s.match) pieces.emplace_back(s.b, s.e);
+        break;
       case PreStep::kMergedWithPrevious:
         if (s.match && !pieces.empty() && !segs[i - 1].match) pieces.back().second = s.e;
         else pieces.emplace_back(s.b, s.e);
@@ -358,7 +383,8 @@ std::string Pipeline::decode(std::vector<std::string> toks) const {
         auto flush = [&] {
           if (!npending) return;
           if (is_valid_utf8(pending)) out.push_back(pending);
-          else for (size_t k = 0; k < npending; ++k) out.push_back("\xEF\xBF\xBD");
+          else
+            for (size_t k = 0; k < npending; ++k) out.push_back("\xEF\xBF\xBD");
           pending.clear(), npending = 0;
         };
         for (auto& t : toks) {

@@ -18,9 +18,9 @@ namespace brl::tok {
 struct NormStep {
   enum Kind { kNorm, kPrepend, kReplace, kStrip, kLowercaseAscii } kind;
   NormForm form = NormForm::kNFC;
-  std::string a{}, b{};              // Prepend: a; Replace: a (literal) -> b
+  std::string a{}, b{};               // Prepend: a; Replace: a (literal) -> b
   std::shared_ptr<const Regex> re{};  // Replace with a regex pattern
-  bool left = false, right = false;  // Strip
+  bool left = false, right = false;   // Strip
 };
 
 // A piece of text between added tokens as it moves through the pre-tokenizer.
@@ -37,7 +37,7 @@ struct PreStep {
   bool add_prefix_space = false;  // ByteLevel
   std::string replacement{};      // Metaspace
   enum Prepend { kAlways, kFirst, kNever } prepend = kAlways;
-  bool split = true;              // Metaspace
+  bool split = true;  // Metaspace
 };
 
 struct DecStep {

@@ -134,7 +134,8 @@ std::string unicode_normalize(std::string_view s, NormForm form) {
   if (U_FAILURE(err)) throw std::runtime_error("ICU normalization failed: " + std::string(u_errorName(err)));
   std::string out(static_cast<size_t>(nlen) * 3 + 1, '\0');
   int32_t olen = 0;
-  u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &olen, reinterpret_cast<const UChar*>(norm.data()), nlen, &err);
+  u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &olen, reinterpret_cast<const UChar*>(norm.data()), nlen,
+              &err);
   if (U_FAILURE(err)) throw std::runtime_error("ICU UTF-8 conversion failed: " + std::string(u_errorName(err)));
   out.resize(static_cast<size_t>(olen));
   return out;
@@ -169,13 +170,13 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   int err = 0;
   PCRE2_SIZE off = 0;
   std::string pat = adapt_pattern(pattern);
-  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
-                        &err, &off, nullptr);
+  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(),
+                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
   if (!code_) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    throw UserError(where + ": regex /" + pattern + "/ does not compile (PCRE2 at offset " + std::to_string(off) + ": " +
-                    reinterpret_cast<char*>(msg) + ")");
+    throw UserError(where + ": regex /" + pattern + "/ does not compile (PCRE2 at offset " + std::to_string(off) +
+                    ": " + reinterpret_cast<char*>(msg) + ")");
   }
   pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
 }

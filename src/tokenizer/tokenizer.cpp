@@ -195,14 +195,16 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
     std::string f = "added_tokens[" + std::to_string(i) + "]";
     std::optional<int32_t> id = a.is_object() && a.contains("id") ? token_id(a["id"]) : std::nullopt;
     if (!id || !a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty())
-      throw UserError(path + ": " + f + " needs a non-empty \"content\" and an \"id\" in [0, " + std::to_string(kMaxTokenId) + "]");
+      throw UserError(path + ": " + f + " needs a non-empty \"content\" and an \"id\" in [0, " +
+                      std::to_string(kMaxTokenId) + "]");
     bool special = a.value("special", false);
     t->added.push_back({a["content"].get<std::string>(), *id, special, a.value("normalized", !special),
                         a.value("lstrip", false), a.value("rstrip", false), a.value("single_word", false)});
     max_id = std::max(max_id, t->added.back().id);
   }
   if (max_id < 0)  // found by fuzz/tokenizer_json_fuzz: a tokenizer that can say nothing
-    throw UserError(path + ": no tokens: model.vocab and added_tokens are both empty", "is this the tokenizer.json of a trained model?");
+    throw UserError(path + ": no tokens: model.vocab and added_tokens are both empty",
+                    "is this the tokenizer.json of a trained model?");
   t->id_to_tok.assign(static_cast<size_t>(max_id + 1), "");
   t->special.assign(static_cast<size_t>(max_id + 1), 0);
   for (auto& [s, id] : t->bpe.vocab()) t->id_to_tok[static_cast<size_t>(id)] = s;
@@ -216,9 +218,11 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
   t->raw_added.finish();
   t->norm_added.finish();
   for (int32_t id : t->pipe.prefix_ids)
-    if (id < 0 || id > max_id) throw UserError(path + ": post_processor adds id " + std::to_string(id) + ", outside the vocabulary");
+    if (id < 0 || id > max_id)
+      throw UserError(path + ": post_processor adds id " + std::to_string(id) + ", outside the vocabulary");
   for (int32_t id : t->pipe.suffix_ids)
-    if (id < 0 || id > max_id) throw UserError(path + ": post_processor adds id " + std::to_string(id) + ", outside the vocabulary");
+    if (id < 0 || id > max_id)
+      throw UserError(path + ": post_processor adds id " + std::to_string(id) + ", outside the vocabulary");
   Tokenizer tk;
   tk.impl_ = t;
   return tk;
@@ -237,7 +241,8 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     if (v.is_number_integer()) {
       int64_t id = v.get<int64_t>();
       if (id < 0 || id >= tk.vocab_size())
-        throw UserError(where + ": id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(tk.vocab_size()) + ")");
+        throw UserError(where + ": id " + std::to_string(id) + " is outside the vocabulary (size " +
+                        std::to_string(tk.vocab_size()) + ")");
       return static_cast<int32_t>(id);
     }
     const json* s = &v;
@@ -254,7 +259,8 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
   };
   // Precedence: generation_config.json, then config.json, then tokenizer_config.json; eos
   // ids from all three are kept (generation stops on any).
-  for (auto [f, suffix] : {std::pair{"generation_config.json", "_id"}, std::pair{"config.json", "_id"}, std::pair{"tokenizer_config.json", ""}}) {
+  for (auto [f, suffix] : {std::pair{"generation_config.json", "_id"}, std::pair{"config.json", "_id"},
+                           std::pair{"tokenizer_config.json", ""}}) {
     if (!fs::exists(d / f)) continue;
     json j = read_json(d / f);
     if (!j.is_object()) throw UserError((d / f).string() + ": expected a JSON object");

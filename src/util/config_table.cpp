@@ -42,8 +42,8 @@ void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::st
     auto it = v.is_string() ? std::find(e->names.begin(), e->names.end(), v.get<std::string>()) : e->names.end();
     if (it == e->names.end())
       throw UserError(source + ": [" + section_ + "] " + f.name + " = " + v.dump() + ": must be " + name_list(e->names),
-                      "did you mean \"" + nearest_name(v.is_string() ? v.get<std::string>() : v.dump(), e->names) + "\"? (" +
-                          f.name + ": " + f.help + ")");
+                      "did you mean \"" + nearest_name(v.is_string() ? v.get<std::string>() : v.dump(), e->names) +
+                          "\"? (" + f.name + ": " + f.help + ")");
     e->set(e->ptr, static_cast<int>(it - e->names.begin()));
     return;
   }
@@ -56,7 +56,8 @@ void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::st
           if (!v.is_boolean()) bad("a boolean (true/false)");
           *p = v.get<bool>();
         } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>) {
-          if (!json_int_fits<T>(v)) bad(std::is_same_v<T, int> ? "an integer in [-2^31, 2^31)" : "an integer in [-2^63, 2^63)");
+          if (!json_int_fits<T>(v))
+            bad(std::is_same_v<T, int> ? "an integer in [-2^31, 2^31)" : "an integer in [-2^63, 2^63)");
           *p = v.get<T>();
         } else if constexpr (std::is_same_v<T, double>) {
           if (!v.is_number()) bad("a number");
@@ -140,12 +141,10 @@ nlohmann::json ConfigTable::to_json() const {
     std::visit(
         [&](auto p) {
           using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<decltype(p), EnumRef>)
-            j[f.name] = p.names.at(static_cast<size_t>(p.get(p.ptr)));
+          if constexpr (std::is_same_v<decltype(p), EnumRef>) j[f.name] = p.names.at(static_cast<size_t>(p.get(p.ptr)));
           else if constexpr (std::is_same_v<T, std::optional<double>> || std::is_same_v<T, std::optional<int>>)
             j[f.name] = p->has_value() ? nlohmann::json(**p) : nlohmann::json(nullptr);
-          else
-            j[f.name] = *p;
+          else j[f.name] = *p;
         },
         f.ptr);
   return j;

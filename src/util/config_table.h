@@ -46,8 +46,8 @@ class ConfigTable {
     void (*set)(void*, int);
     std::vector<std::string> names;
   };
-  using Ptr = std::variant<int*, int64_t*, double*, bool*, std::string*, std::optional<double>*,
-                           std::optional<int>*, std::vector<double>*, std::vector<std::string>*, EnumRef>;
+  using Ptr = std::variant<int*, int64_t*, double*, bool*, std::string*, std::optional<double>*, std::optional<int>*,
+                           std::vector<double>*, std::vector<std::string>*, EnumRef>;
   struct Field {
     std::string name, help;
     Ptr ptr;

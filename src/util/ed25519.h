@@ -32,7 +32,7 @@ class SigningKey {
   // file exists or cannot be written.
   void save(const std::string& path) const;
   const std::string& public_key() const { return public_; }  // 32 raw bytes
-  std::string sign(std::string_view message) const;           // 64 raw bytes
+  std::string sign(std::string_view message) const;          // 64 raw bytes
 
  private:
   explicit SigningKey(evp_pkey_st* key);

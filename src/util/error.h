@@ -25,7 +25,7 @@ class UserError : public std::runtime_error {
 
 }  // namespace brl
 
-#define BRL_ASSERT(cond, ...)                                                   \
-  do {                                                                          \
+#define BRL_ASSERT(cond, ...)                                                             \
+  do {                                                                                    \
     if (!(cond)) ::brl::assert_fail(#cond, __FILE__, __LINE__, std::string{__VA_ARGS__}); \
   } while (0)

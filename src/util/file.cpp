@@ -11,7 +11,9 @@ namespace brl {
 void write_file(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw UserError("cannot write " + path + ": " + std::strerror(errno), "check the folder exists, its permissions and free space");
+  if (!f)
+    throw UserError("cannot write " + path + ": " + std::strerror(errno),
+                    "check the folder exists, its permissions and free space");
   const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   int err = wrote ? 0 : errno;
   if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;

@@ -25,7 +25,10 @@ std::string to_hex(const unsigned char* p, size_t n) {
 
 std::optional<std::string> from_hex(std::string_view hex) {
   auto digit = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
   };
   if (hex.size() % 2) return std::nullopt;
   std::string out(hex.size() / 2, '\0');
@@ -39,8 +42,8 @@ std::optional<std::string> from_hex(std::string_view hex) {
 
 std::string base64_encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int k = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(bytes.data()),
-                          static_cast<int>(bytes.size()));
+  int k = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
   out.resize(static_cast<size_t>(k));
   return out;
 }
@@ -55,8 +58,8 @@ std::optional<std::string> base64_decode(std::string_view text) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/') return std::nullopt;
   }
   std::string out(3 * text.size() / 4, '\0');
-  int k = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
+  int k = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
   if (k < 0) return std::nullopt;
   out.resize(static_cast<size_t>(k) - pad);  // EVP_DecodeBlock counts the padding as zero bytes
   return out;

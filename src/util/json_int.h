@@ -22,18 +22,18 @@ bool json_int_fits(const nlohmann::json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(L::max());
   if (!v.is_number_integer()) return false;
   const int64_t x = v.get<int64_t>();  // signed storage: may be negative
-  if constexpr (std::is_signed_v<T>)
-    return x >= static_cast<int64_t>(L::min()) && x <= static_cast<int64_t>(L::max());
-  else
-    return x >= 0 && static_cast<uint64_t>(x) <= static_cast<uint64_t>(L::max());
+  if constexpr (std::is_signed_v<T>) return x >= static_cast<int64_t>(L::min()) && x <= static_cast<int64_t>(L::max());
+  else return x >= 0 && static_cast<uint64_t>(x) <= static_cast<uint64_t>(L::max());
 }
 
 template <class T>
 T json_int(const nlohmann::json& v) {
   using L = std::numeric_limits<T>;
   if (!json_int_fits<T>(v))
-    throw nlohmann::json::type_error::create(302, "expected an integer in [" + std::to_string(L::min()) + ", " +
-                                                      std::to_string(L::max()) + "], got " + v.dump(), &v);
+    throw nlohmann::json::type_error::create(
+        302,
+        "expected an integer in [" + std::to_string(L::min()) + ", " + std::to_string(L::max()) + "], got " + v.dump(),
+        &v);
   return v.get<T>();
 }
 

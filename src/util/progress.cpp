@@ -21,7 +21,8 @@ ProgressMode progress_mode() {
   if (v == "bar") return ProgressMode::kBar;
   if (v == "lines") return ProgressMode::kLines;
   if (v == "off") return ProgressMode::kOff;
-  if (!v.empty()) throw UserError("BRL_PROGRESS=" + v + " is not known", "use bar, lines or off (unset: bar on a terminal)");
+  if (!v.empty())
+    throw UserError("BRL_PROGRESS=" + v + " is not known", "use bar, lines or off (unset: bar on a terminal)");
   const char* term = std::getenv("TERM");
   bool dumb = term && std::string(term) == "dumb";
   return isatty(STDERR_FILENO) && !dumb ? ProgressMode::kBar : ProgressMode::kLines;
@@ -110,10 +111,10 @@ std::string Progress::amount(bool of_total) const {
       return of_total ? format_bytes(static_cast<double>(current_)) + "/" + format_bytes(static_cast<double>(o_.total))
                       : format_bytes(static_cast<double>(current_));
     case ProgressUnit::kSeconds:
-      return of_total ? format_duration(static_cast<double>(current_)) + "/" + format_duration(static_cast<double>(o_.total))
-                      : format_duration(static_cast<double>(current_));
-    case ProgressUnit::kCount:
-      break;
+      return of_total
+                 ? format_duration(static_cast<double>(current_)) + "/" + format_duration(static_cast<double>(o_.total))
+                 : format_duration(static_cast<double>(current_));
+    case ProgressUnit::kCount: break;
   }
   return (of_total ? fmt::format("{}/{}", current_, o_.total) : std::to_string(current_)) + " " + o_.unit_name;
 }
@@ -150,7 +151,8 @@ std::string Progress::bar_text() const {
 
 std::string Progress::line_text() const {
   std::string s = fmt::format("{}: {}", o_.label, amount(o_.total > 0));
-  if (o_.total > 0) s += fmt::format(" ({:.0f}%)", 100.0 * static_cast<double>(current_) / static_cast<double>(o_.total));
+  if (o_.total > 0)
+    s += fmt::format(" ({:.0f}%)", 100.0 * static_cast<double>(current_) / static_cast<double>(o_.total));
   if (o_.unit != ProgressUnit::kSeconds) {
     s += fmt::format(", {}", rate_text(o_.unit, o_.unit_name, rate()));
     if (double eta = eta_s(); eta >= 0) s += fmt::format(", ETA {}", format_duration(eta));
@@ -185,7 +187,8 @@ void Progress::update(int64_t current, const std::string& extra) {
   int64_t bucket = last_bucket_;
   if (o_.total > 0 && o_.line_percent > 0) {
     if (current_ >= o_.total) return;
-    bucket = static_cast<int64_t>(100.0 * static_cast<double>(current_) / static_cast<double>(o_.total) / o_.line_percent);
+    bucket =
+        static_cast<int64_t>(100.0 * static_cast<double>(current_) / static_cast<double>(o_.total) / o_.line_percent);
   }
   if (bucket > last_bucket_ || (o_.line_interval_s > 0 && now_ - last_line_ >= o_.line_interval_s)) {
     last_bucket_ = std::max(last_bucket_, bucket);

@@ -22,16 +22,16 @@ ProgressMode progress_mode();
 enum class ProgressUnit { kCount, kBytes, kSeconds };  // kSeconds: the count is elapsed time
 
 struct ProgressOptions {
-  std::string label;                          // "pretrain", "upload base"
-  int64_t total = 0;                          // <= 0: unknown (no bar, percentage or ETA)
-  int64_t initial = 0;                        // the count at the start (a resumed run's step)
+  std::string label;    // "pretrain", "upload base"
+  int64_t total = 0;    // <= 0: unknown (no bar, percentage or ETA)
+  int64_t initial = 0;  // the count at the start (a resumed run's step)
   ProgressUnit unit = ProgressUnit::kCount;
-  std::string unit_name = "steps";            // kCount only
-  double redraw_interval_s = 0.1;             // bar: at most ~10 redraws a second
-  double line_percent = 10;                   // lines: a line each time another 10% is done ...
-  double line_interval_s = 30;                // ... or 30 s passed since the last one,
-  double line_min_interval_s = 1;             // but 1 s apart at least (quick work: the final line)
-  bool lines = true;                          // false: lines mode prints nothing (the caller logs)
+  std::string unit_name = "steps";  // kCount only
+  double redraw_interval_s = 0.1;   // bar: at most ~10 redraws a second
+  double line_percent = 10;         // lines: a line each time another 10% is done ...
+  double line_interval_s = 30;      // ... or 30 s passed since the last one,
+  double line_min_interval_s = 1;   // but 1 s apart at least (quick work: the final line)
+  bool lines = true;                // false: lines mode prints nothing (the caller logs)
 };
 
 // Where a Progress writes, and its clock; default_progress_io() is the real one.

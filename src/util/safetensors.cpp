@@ -23,10 +23,9 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
-    {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-    {DType::I16, "I16", 2}, {DType::I8, "I8", 1}, {DType::U8, "U8", 1},
-    {DType::BOOL, "BOOL", 1},
+    {DType::F64, "F64", 8}, {DType::F32, "F32", 4},   {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+    {DType::I64, "I64", 8}, {DType::I32, "I32", 4},   {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+    {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
 };
 // The reference implementation refuses headers over 100 MB; so do we (a corrupt length
 // field must not make us allocate gigabytes).
@@ -38,11 +37,9 @@ std::string supported_dtypes() {
   return s;
 }
 
-[[noreturn]] void fail(const std::string& label, const std::string& what,
-                       const std::string& hint = "") {
+[[noreturn]] void fail(const std::string& label, const std::string& what, const std::string& hint = "") {
   throw UserError("safetensors " + label + ": " + what,
-                  hint.empty() ? "the file is not a valid safetensors file (truncated or corrupt?)"
-                               : hint);
+                  hint.empty() ? "the file is not a valid safetensors file (truncated or corrupt?)" : hint);
 }
 
 // a * b, or nullopt on overflow.
@@ -111,15 +108,13 @@ SafetensorsFile SafetensorsFile::from_buffer(const void* data, size_t size, cons
 }
 
 void SafetensorsFile::parse(const uint8_t* data, size_t size) {
-  if (size < 8)
-    fail(label_, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  if (size < 8) fail(label_, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];  // little-endian regardless of host
-  if (n > kMaxHeader)
-    fail(label_, "header length " + std::to_string(n) + " exceeds the 100 MB limit");
+  if (n > kMaxHeader) fail(label_, "header length " + std::to_string(n) + " exceeds the 100 MB limit");
   if (n > size - 8)
-    fail(label_, "header length " + std::to_string(n) + " runs past the end of the file (" +
-                     std::to_string(size) + " bytes)");
+    fail(label_,
+         "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
   const char* hp = reinterpret_cast<const char*>(data + 8);
   nlohmann::json header;
   try {
@@ -147,14 +142,12 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
     }
     const std::string where = "tensor \"" + name + "\"";
     if (!v.is_object()) fail(label_, where + ": entry is not an object");
-    if (!v.contains("dtype") || !v["dtype"].is_string())
-      fail(label_, where + ": missing string field \"dtype\"");
+    if (!v.contains("dtype") || !v["dtype"].is_string()) fail(label_, where + ": missing string field \"dtype\"");
     auto dt = dtype_from_name(v["dtype"].get<std::string>());
     if (!dt)
       fail(label_, where + ": unsupported dtype \"" + v["dtype"].get<std::string>() + "\"",
            "supported dtypes: " + supported_dtypes());
-    if (!v.contains("shape") || !v["shape"].is_array())
-      fail(label_, where + ": missing array field \"shape\"");
+    if (!v.contains("shape") || !v["shape"].is_array()) fail(label_, where + ": missing array field \"shape\"");
     TensorView tv;
     tv.name = name;
     tv.dtype = *dt;
@@ -169,8 +162,7 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
       tv.shape.push_back(static_cast<int64_t>(dim));
     }
     const nlohmann::json off = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned())
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       fail(label_, where + ": \"data_offsets\" must be [begin, end] with non-negative integers");
     uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     if (b > e || e > buf_size)
@@ -179,32 +171,30 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
     auto bytes = mul_checked(numel, dtype_size(*dt));
     if (!bytes || *bytes != e - b)
       fail(label_, where + ": data_offsets span " + std::to_string(e - b) + " bytes, expected " +
-                       std::to_string(numel) + " elements x " + std::to_string(dtype_size(*dt)) +
-                       " bytes (" + dtype_name(*dt) + ", shape " + v["shape"].dump() + ")");
+                       std::to_string(numel) + " elements x " + std::to_string(dtype_size(*dt)) + " bytes (" +
+                       dtype_name(*dt) + ", shape " + v["shape"].dump() + ")");
     tv.data = buf + b;
     tv.nbytes = e - b;
     entries.push_back({b, e, views_.size()});
     views_.push_back(std::move(tv));
   }
   // The offsets must tile the buffer exactly: sorted, each starting where the last ended.
-  std::sort(entries.begin(), entries.end(), [](auto& a, auto& c) {
-    return a.begin != c.begin ? a.begin < c.begin : a.end < c.end;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](auto& a, auto& c) { return a.begin != c.begin ? a.begin < c.begin : a.end < c.end; });
   uint64_t pos = 0;
   for (auto& en : entries) {
     const std::string& nm = views_[en.idx].name;
     if (en.begin < pos)
-      fail(label_, "tensor \"" + nm + "\" overlaps the previous tensor (begins at " +
-                       std::to_string(en.begin) + ", previous ends at " + std::to_string(pos) + ")");
+      fail(label_, "tensor \"" + nm + "\" overlaps the previous tensor (begins at " + std::to_string(en.begin) +
+                       ", previous ends at " + std::to_string(pos) + ")");
     if (en.begin > pos)
-      fail(label_, "hole in the data buffer before tensor \"" + nm + "\" (bytes " +
-                       std::to_string(pos) + ".." + std::to_string(en.begin) + " unused)");
+      fail(label_, "hole in the data buffer before tensor \"" + nm + "\" (bytes " + std::to_string(pos) + ".." +
+                       std::to_string(en.begin) + " unused)");
     pos = en.end;
     names_.push_back(nm);
   }
   if (pos != buf_size)
-    fail(label_, "data buffer is " + std::to_string(buf_size) + " bytes but the tensors cover " +
-                     std::to_string(pos));
+    fail(label_, "data buffer is " + std::to_string(buf_size) + " bytes but the tensors cover " + std::to_string(pos));
   for (size_t i = 0; i < views_.size(); ++i) index_[views_[i].name] = i;
 }
 
@@ -222,8 +212,7 @@ const TensorView& SafetensorsFile::get(const std::string& name) const {
 
 namespace {
 // The header (with its 8-byte length prefix) for tensors laid out in the given order.
-std::string build_header(const std::vector<TensorData>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+std::string build_header(const std::vector<TensorData>& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
@@ -235,11 +224,8 @@ std::string build_header(const std::vector<TensorData>& tensors,
       BRL_ASSERT(s >= 0, "negative dim");
       numel *= static_cast<uint64_t>(s);
     }
-    BRL_ASSERT(numel * dtype_size(t.dtype) == t.nbytes,
-               "tensor " + t.name + ": nbytes does not match shape x dtype");
-    h[t.name] = {{"dtype", dtype_name(t.dtype)},
-                 {"shape", t.shape},
-                 {"data_offsets", {off, off + t.nbytes}}};
+    BRL_ASSERT(numel * dtype_size(t.dtype) == t.nbytes, "tensor " + t.name + ": nbytes does not match shape x dtype");
+    h[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.nbytes}}};
     off += t.nbytes;
   }
   std::string js = h.dump();
@@ -263,8 +249,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorData>& t
   std::string header = build_header(tensors, metadata);
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw UserError("cannot create " + tmp + ": " + std::strerror(errno),
-                          "check that the folder exists and is writable");
+  if (!f)
+    throw UserError("cannot create " + tmp + ": " + std::strerror(errno),
+                    "check that the folder exists and is writable");
   bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
   for (auto& t : tensors)
     if (ok && t.nbytes) ok = std::fwrite(t.data, 1, t.nbytes, f) == t.nbytes;

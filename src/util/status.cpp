@@ -27,8 +27,8 @@ std::string Status::to_string() const {
 }
 
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line, const std::string& msg) {
-  std::fprintf(stderr, "bucketrl internal error (a bug): %s:%d: assertion `%s` failed%s%s\n", file, line,
-               expr, msg.empty() ? "" : ": ", msg.c_str());
+  std::fprintf(stderr, "bucketrl internal error (a bug): %s:%d: assertion `%s` failed%s%s\n", file, line, expr,
+               msg.empty() ? "" : ": ", msg.c_str());
   std::abort();
 }
 

@@ -33,7 +33,8 @@ std::vector<codec::Tensor> subtract(const std::vector<codec::Tensor>& a, const s
   BRL_ASSERT(a.size() == b.size(), "adapter snapshots differ in tensor count");
   std::vector<codec::Tensor> d = a;
   for (size_t i = 0; i < a.size(); ++i) {
-    BRL_ASSERT(a[i].name == b[i].name && a[i].data.size() == b[i].data.size(), "adapter snapshots differ: " + a[i].name);
+    BRL_ASSERT(a[i].name == b[i].name && a[i].data.size() == b[i].data.size(),
+               "adapter snapshots differ: " + a[i].name);
     for (size_t k = 0; k < a[i].data.size(); ++k) d[i].data[k] = a[i].data[k] - b[i].data[k];
   }
   return d;

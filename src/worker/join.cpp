@@ -50,8 +50,10 @@ RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, c
   fs::path data = fs::path(default_cache(cache_root)) / "data";
   for (std::string* path : {&cfg.task.dataset_path, &cfg.task.eval_path}) {
     if (path->empty()) continue;
-    auto it = std::find_if(run.data_files.begin(), run.data_files.end(), [&](auto& f) { return protocol::data_key(f.name) == *path; });
-    if (it == run.data_files.end()) throw UserError("run.json: task file " + *path + " is not among the run's data files");
+    auto it = std::find_if(run.data_files.begin(), run.data_files.end(),
+                           [&](auto& f) { return protocol::data_key(f.name) == *path; });
+    if (it == run.data_files.end())
+      throw UserError("run.json: task file " + *path + " is not among the run's data files");
     fetch_verified(s, *path, it->sha256, data / it->name);
     *path = (data / it->name).string();
   }
@@ -93,7 +95,8 @@ std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& ru
   fs::rename(tmp, dir, ec);
   if (ec) {  // another process finished first: use its copy
     fs::remove_all(tmp);
-    if (!fs::exists(done)) throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message());
+    if (!fs::exists(done))
+      throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message());
   }
   LOG_INFO("base model {} cached in {}", run.base_sha256.substr(0, 16), dir.string());
   return dir.string();

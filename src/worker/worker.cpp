@@ -25,10 +25,10 @@ namespace brl::worker {
 
 namespace {
 
-
 // The key this worker signs with (--signing-key, else $BRL_SIGNING_KEY_FILE), checked against
 // the run's allow-list up front: a worker whose every update would be rejected must not start.
-std::optional<ed25519::SigningKey> signing_key(const std::string& worker, const std::string& option, const RunConfig& cfg) {
+std::optional<ed25519::SigningKey> signing_key(const std::string& worker, const std::string& option,
+                                               const RunConfig& cfg) {
   std::string path = option;
   if (path.empty())
     if (const char* e = std::getenv("BRL_SIGNING_KEY_FILE"); e) path = e;
@@ -42,8 +42,9 @@ std::optional<ed25519::SigningKey> signing_key(const std::string& worker, const 
   }
   auto key = ed25519::SigningKey::load(path);
   if (!allowed.empty() && !allowed.count(key.public_key()))
-    throw UserError("worker " + worker + ": signing key '" + path + "' (" + ed25519::format_public_key(key.public_key()) +
-                        ") is not one of the run's " + std::to_string(allowed.size()) + " allowed keys",
+    throw UserError("worker " + worker + ": signing key '" + path + "' (" +
+                        ed25519::format_public_key(key.public_key()) + ") is not one of the run's " +
+                        std::to_string(allowed.size()) + " allowed keys",
                     "use a key whose public half is in the run's [security] allowed_keys (run.json), or start a run "
                     "that lists this one");
   return key;
@@ -61,7 +62,8 @@ Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_devic
   protocol::check_worker_id(id_);
   if (opt_.num_shards < 1 || opt_.shard < 0 || opt_.shard >= opt_.num_shards)
     throw UserError("worker " + id_ + ": shard " + std::to_string(opt_.shard) + "/" + std::to_string(opt_.num_shards) +
-                    " is not valid", "use --shard I/N with 0 <= I < N");
+                        " is not valid",
+                    "use --shard I/N with 0 <= I < N");
   store_ = protocol::open_bucket(opt_.bucket);
   run_ = protocol::read_run(*store_).value();
   cfg_ = join_run(*store_, run_, opt_.cache_dir);
@@ -81,13 +83,14 @@ Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_devic
   beater_->update([&](protocol::Heartbeat& h) { h.device = model::device_label(ses_->model.device()); });
   // Sampling differs per worker (and per start, so a restarted worker does not replay).
   grpo::GrpoConfig g = cfg_.grpo;
-  g.seed = static_cast<int>((static_cast<uint64_t>(g.seed) ^ std::hash<std::string>{}(id_) ^
-                             static_cast<uint64_t>(protocol::now_ms())) & 0x3fffffff);
-  trainer_ = std::make_unique<grpo::GrpoTrainer>(ses_->model, ses_->tokenizer, *ses_->task, g, opt_.shard, opt_.num_shards,
-                                                 ses_->reward_weights);
+  g.seed = static_cast<int>(
+      (static_cast<uint64_t>(g.seed) ^ std::hash<std::string>{}(id_) ^ static_cast<uint64_t>(protocol::now_ms())) &
+      0x3fffffff);
+  trainer_ = std::make_unique<grpo::GrpoTrainer>(ses_->model, ses_->tokenizer, *ses_->task, g, opt_.shard,
+                                                 opt_.num_shards, ses_->reward_weights);
   adopt(protocol::newest_version(*store_).value());
-  LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id_, run_.run_id, version_,
-           opt_.shard, opt_.num_shards, at::get_num_threads(),
+  LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id_, run_.run_id,
+           version_, opt_.shard, opt_.num_shards, at::get_num_threads(),
            key_ ? "signing as " + ed25519::format_public_key(key_->public_key()) : std::string("unsigned updates"));
 
   // Update ids must sort after every earlier one of this worker, across restarts.
@@ -144,13 +147,22 @@ void Worker::step() {
   ++sum_.steps;
   samples_total_ += s.samples;
   win_.add({s.samples, s.reward_mean, s.reward_std, s.accuracy, s.frac_reward_zero_std});
-  log_lines_ += nlohmann::json{{"time_ms", protocol::now_ms()}, {"worker", id_}, {"step", sum_.steps},
-                               {"version", version_}, {"reward", s.reward_mean}, {"reward_std", s.reward_std},
-                               {"accuracy", s.accuracy}, {"loss", s.loss}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
+  log_lines_ += nlohmann::json{{"time_ms", protocol::now_ms()},
+                               {"worker", id_},
+                               {"step", sum_.steps},
+                               {"version", version_},
+                               {"reward", s.reward_mean},
+                               {"reward_std", s.reward_std},
+                               {"accuracy", s.accuracy},
+                               {"loss", s.loss},
+                               {"kl", s.kl},
+                               {"grad_norm", s.grad_norm},
                                {"clip_ratio", s.clip_ratio},
                                {"frac_reward_zero_std", s.frac_reward_zero_std},
-                               {"completion_length", s.completion_length}, {"seconds", step_s},
-                               {"gen_seconds", s.gen_seconds}, {"score_seconds", s.score_seconds},
+                               {"completion_length", s.completion_length},
+                               {"seconds", step_s},
+                               {"gen_seconds", s.gen_seconds},
+                               {"score_seconds", s.score_seconds},
                                {"train_seconds", s.train_seconds}}
                     .dump() +
                 "\n";
@@ -214,7 +226,8 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
     // The progress stays in the model: the next sync's delta includes it.
     ++sum_.failed_uploads;
     sum_.last_error = st.to_string();
-    LOG_WARN("worker {}: upload of update {} failed ({}); keeping the progress for the next sync", id_, h.id, st.to_string());
+    LOG_WARN("worker {}: upload of update {} failed ({}); keeping the progress for the next sync", id_, h.id,
+             st.to_string());
     beater_->update([&](protocol::Heartbeat& hb) {
       hb.state = "training";
       hb.last_error = st.to_string();
@@ -233,7 +246,8 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
   if (auto nv = protocol::newest_version(*store_); nv && *nv > version_) {
     try {
       adopt(*nv);
-      if (cfg_.sync.optimizer_state == OptimizerState::reset) trainer_->reset_optimizer();  // see SyncConfig::optimizer_state
+      if (cfg_.sync.optimizer_state == OptimizerState::reset)
+        trainer_->reset_optimizer();  // see SyncConfig::optimizer_state
       if (cfg_.sync.optimizer_state == OptimizerState::reset_momentum) trainer_->reset_momentum();
       ++sum_.adopted;
       LOG_INFO("worker {}: adopted global version {}", id_, version_);
@@ -261,7 +275,8 @@ WorkerSummary Worker::run(const std::atomic<bool>& stop) {
     // waited at a barrier) is followed by slowdown - 1 idle ones, so its throughput is
     // 1 / slowdown of what it would be (sleeping after the step alone made a 4x straggler ~2.7x).
     if (opt_.slowdown > 1)
-      std::this_thread::sleep_for(std::chrono::duration<double>((opt_.slowdown - 1) * (seconds_since(ts) - (sum_.waited_s - waited_before))));
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>((opt_.slowdown - 1) * (seconds_since(ts) - (sum_.waited_s - waited_before))));
   }
   // A clean stop uploads what is left. When the bucket refuses it (disk full, access denied,
   // unreachable beyond the store's retries) more tries, 2 s apart for up to ~15 s, give a
@@ -276,14 +291,16 @@ WorkerSummary Worker::run(const std::atomic<bool>& stop) {
   }
   if (win_.steps() > 0) {
     sum_.lost_steps = win_.steps();
-    LOG_ERROR("worker {}: could not upload the last {} steps ({} attempts; last error: {}); they are lost to the run, "
-              "everything before them is in the bucket",
-              id_, win_.steps(), final_attempts, sum_.last_error);
+    LOG_ERROR(
+        "worker {}: could not upload the last {} steps ({} attempts; last error: {}); they are lost to the run, "
+        "everything before them is in the bucket",
+        id_, win_.steps(), final_attempts, sum_.last_error);
   }
   flush_logs();
   beater_->update([](protocol::Heartbeat& h) { h.state = "stopped"; });
-  LOG_INFO("worker {}: stopped after {} steps, {} updates ({} bytes, {} rejected), {} adoptions, {:.1f} s at the barrier", id_,
-           sum_.steps, sum_.updates, sum_.bytes_uploaded, sum_.rejected, sum_.adopted, sum_.waited_s);
+  LOG_INFO(
+      "worker {}: stopped after {} steps, {} updates ({} bytes, {} rejected), {} adoptions, {:.1f} s at the barrier",
+      id_, sum_.steps, sum_.updates, sum_.bytes_uploaded, sum_.rejected, sum_.adopted, sum_.waited_s);
   return sum_;
 }
 

@@ -49,11 +49,11 @@ struct WorkerOptions {
 
 struct WorkerSummary {
   int64_t steps = 0, updates = 0, adopted = 0, failed_uploads = 0;
-  int64_t rejected = 0;  // own updates the proxy rejected (read from the manifests of adopted versions)
+  int64_t rejected = 0;        // own updates the proxy rejected (read from the manifests of adopted versions)
   std::string last_rejection;  // "update <id>: <reason>" of the newest one
-  int64_t lost_steps = 0;  // steps whose delta the stop could not upload (the bucket refused it)
+  int64_t lost_steps = 0;      // steps whose delta the stop could not upload (the bucket refused it)
   uint64_t bytes_uploaded = 0;
-  double waited_s = 0;  // sync mode: time spent at the barrier
+  double waited_s = 0;     // sync mode: time spent at the barrier
   std::string last_error;  // of the last failed upload
 };
 

@@ -171,8 +171,8 @@ TEST(Codec, RoundTripWithinBlockBounds) {
   for (Kind k : kAll)
     for (int block : {8, 64, 100, 4096})
       for (int level : {0, 3}) {
-        SCOPED_TRACE(std::string(codec::kind_name(k)) + " block " + std::to_string(block) +
-                     " level " + std::to_string(level));
+        SCOPED_TRACE(std::string(codec::kind_name(k)) + " block " + std::to_string(block) + " level " +
+                     std::to_string(level));
         const auto out = decode_ok(codec::encode(ts, {k, block, level}));
         ASSERT_EQ(out.size(), ts.size());
         for (size_t i = 0; i < ts.size(); ++i) {
@@ -334,7 +334,8 @@ TEST(Codec, ErrorFeedbackKeepsTheSumOnTrack) {
     double worst_excess = -1e300;
     for (int r = 0; r < kRounds; ++r) {
       std::vector<Tensor> delta;
-      for (size_t t = 0; t < 2; ++t) delta.push_back({nm("t", static_cast<int>(t)), shapes[t], g.vec(numel(shapes[t]), 0.01)});
+      for (size_t t = 0; t < 2; ++t)
+        delta.push_back({nm("t", static_cast<int>(t)), shapes[t], g.vec(numel(shapes[t]), 0.01)});
       // The corrected input this round (delta + the residual before it), to bound the error.
       std::vector<std::vector<float>> corrected(2);
       for (size_t t = 0; t < 2; ++t) {
@@ -359,15 +360,14 @@ TEST(Codec, ErrorFeedbackKeepsTheSumOnTrack) {
         // |sum_ef - sum_true| <= this round's bound on the corrected input, plus float
         // rounding of the residual updates (<= 2^-23 of |corrected| per round).
         std::vector<float> drift(corrected[t].size());
-        for (size_t i = 0; i < drift.size(); ++i)
-          drift[i] = static_cast<float>(sum_true[t][i] - sum_ef[t][i]);
+        for (size_t i = 0; i < drift.size(); ++i) drift[i] = static_cast<float>(sum_true[t][i] - sum_ef[t][i]);
         for (size_t lo = 0; lo < drift.size(); lo += kBlock) {
           double m = 0;
           for (size_t i = lo; i < lo + kBlock; ++i) m = std::max(m, std::fabs(static_cast<double>(corrected[t][i])));
           for (size_t i = lo; i < lo + kBlock; ++i) {
-            const double bound = (k == Kind::bf16 ? std::fabs(corrected[t][i]) * codec::kBf16RelativeError
-                                                  : codec::error_bound(k, m)) +
-                                 (r + 1) * 0x1p-23 * m;
+            const double bound =
+                (k == Kind::bf16 ? std::fabs(corrected[t][i]) * codec::kBf16RelativeError : codec::error_bound(k, m)) +
+                (r + 1) * 0x1p-23 * m;
             worst_excess = std::max(worst_excess, std::fabs(static_cast<double>(drift[i])) - bound);
           }
         }
@@ -511,7 +511,8 @@ TEST(CodecHostile, EveryBitFlipIsAnErrorOrHarmless) {
         auto r = codec::decode(q);
         if (!r.is_ok()) continue;
         ++harmless;
-        ASSERT_TRUE(level > 0 && bit / 8 >= 24) << codec::kind_name(k) << " bit " << bit << ": a stored body or prefix flip decoded";
+        ASSERT_TRUE(level > 0 && bit / 8 >= 24)
+            << codec::kind_name(k) << " bit " << bit << ": a stored body or prefix flip decoded";
         ASSERT_EQ(r.value().size(), want.size());
         for (size_t t = 0; t < want.size(); ++t)
           ASSERT_EQ(std::memcmp(r.value()[t].data.data(), want[t].data.data(), 4 * want[t].data.size()), 0)
@@ -626,29 +627,47 @@ TEST(CodecHostile, WrongMetadataAndContents) {
   expect_error(edit(i8, [](Body& b) { b.md["tensors"] = "[\"lora_A\",1]"; }), "non-string");
   expect_error(edit(i8, [](Body& b) { b.md["tensors"] = "[\"lora_A\",\"lora_A\"]"; }), "listed twice");
   expect_error(edit(i8, [](Body& b) { b.md["tensors"] = "[\"lora_A\"]"; }), "\"lora_B\" is not in the metadata");
-  expect_error(edit(i8, [](Body& b) { b.md["tensors"] = "[\"lora_A\",\"lora_B\",\"x\"]"; }), "\"x\" is listed in the metadata but missing");
+  expect_error(edit(i8, [](Body& b) { b.md["tensors"] = "[\"lora_A\",\"lora_B\",\"x\"]"; }),
+               "\"x\" is listed in the metadata but missing");
   expect_error(edit(i4, [](Body& b) { b.md["codec"] = "int8"; }), "\"lora_A\" is U8, codec int8 stores I8");
   expect_error(edit(f32, [](Body& b) { b.md["codec"] = "bf16"; }), "is F32, codec bf16 stores BF16");
   // scales and codes
-  expect_error(edit(i8, [](Body& b) { put_f32(b.at("lora_B.scale").bytes, 0, NAN); }), "\"lora_B\" block 0 has scale nan");
+  expect_error(edit(i8, [](Body& b) { put_f32(b.at("lora_B.scale").bytes, 0, NAN); }),
+               "\"lora_B\" block 0 has scale nan");
   expect_error(edit(i4, [](Body& b) { put_f32(b.at("lora_A.scale").bytes, 1, INFINITY); }), "block 1 has scale inf");
   expect_error(edit(i8, [](Body& b) { put_f32(b.at("lora_A.scale").bytes, 0, -1.0f); }), "block 0 has scale -1");
-  expect_error(edit(i8, [](Body& b) { b.at("lora_A.scale").shape = {1}; b.at("lora_A.scale").bytes.resize(4); }), "\"lora_A.scale\" has shape [1]");
-  expect_error(edit(i8, [](Body& b) { b.at("lora_B").bytes[3] = static_cast<char>(-128); }), "\"lora_B\" element 3 has int8 code -128");
+  expect_error(edit(i8,
+                    [](Body& b) {
+                      b.at("lora_A.scale").shape = {1};
+                      b.at("lora_A.scale").bytes.resize(4);
+                    }),
+               "\"lora_A.scale\" has shape [1]");
+  expect_error(edit(i8, [](Body& b) { b.at("lora_B").bytes[3] = static_cast<char>(-128); }),
+               "\"lora_B\" element 3 has int8 code -128");
   expect_error(edit(i4, [](Body& b) { b.at("lora_A").bytes[2] &= 0x0f; }), "\"lora_A\" element 5 has int4 nibble 0");
   expect_error(edit(i4, [](Body& b) { b.at("lora_B").bytes[3] |= 0x10; }), "\"lora_B\" has a non-zero padding nibble");
-  expect_error(edit(bf, [](Body& b) { b.at("lora_B").bytes[1] = 0x7f; b.at("lora_B").bytes[0] = static_cast<char>(0x80); }), "\"lora_B\" element 0 is not finite");
+  expect_error(edit(bf,
+                    [](Body& b) {
+                      b.at("lora_B").bytes[1] = 0x7f;
+                      b.at("lora_B").bytes[0] = static_cast<char>(0x80);
+                    }),
+               "\"lora_B\" element 0 is not finite");
   expect_error(edit(f32, [](Body& b) { put_f32(b.at("lora_A").bytes, 4, NAN); }), "\"lora_A\" element 4 is not finite");
   // int4 logical shapes
   expect_error(edit(i4, [](Body& b) { b.md.erase("shapes"); }), "no \"shapes\"");
   expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[5,3]}"; }), "one shape per listed tensor");
   expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[5,3],\"zzz\":[7]}"; }), "no entry for \"lora_B\"");
-  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[5,-3],\"lora_B\":[7]}"; }), "non-negative integers");
-  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[5,3.5],\"lora_B\":[7]}"; }), "non-negative integers");
+  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[5,-3],\"lora_B\":[7]}"; }),
+               "non-negative integers");
+  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[5,3.5],\"lora_B\":[7]}"; }),
+               "non-negative integers");
   expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":\"x\",\"lora_B\":[7]}"; }), "not an array");
-  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[4611686018427387904,8],\"lora_B\":[7]}"; }), "overflows");
-  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[1000000000000],\"lora_B\":[7]}"; }), "needs [500000000000]");
-  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[17],\"lora_B\":[7]}"; }), "packs [8] bytes, its shape [17] needs [9]");
+  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[4611686018427387904,8],\"lora_B\":[7]}"; }),
+               "overflows");
+  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[1000000000000],\"lora_B\":[7]}"; }),
+               "needs [500000000000]");
+  expect_error(edit(i4, [](Body& b) { b.md["shapes"] = "{\"lora_A\":[17],\"lora_B\":[7]}"; }),
+               "packs [8] bytes, its shape [17] needs [9]");
   // A body that is not safetensors at all, or whose tensor sizes disagree with its header.
   expect_error(codec::frame("not a safetensors body", 0), "safetensors");
   const std::string hdr = R"({"w":{"dtype":"I8","shape":[4],"data_offsets":[0,3]}})";
@@ -709,7 +728,8 @@ TEST(CodecTopk, SendsTheLargestWithinTheirLevelBound) {
   for (Kind k : kSparse)
     for (int chunk : {16, 100, 4096, 32768})
       for (double density : {1e-9, 1.0 / 64, 0.1, 1.0}) {
-        SCOPED_TRACE(std::string(codec::kind_name(k)) + " chunk " + std::to_string(chunk) + " density " + std::to_string(density));
+        SCOPED_TRACE(std::string(codec::kind_name(k)) + " chunk " + std::to_string(chunk) + " density " +
+                     std::to_string(density));
         const auto out = decode_ok(codec::encode(ts, topk(k, chunk, density)));
         ASSERT_EQ(out.size(), ts.size());
         const double L = k == Kind::topk_int2 ? 2 : 8;
@@ -721,8 +741,11 @@ TEST(CodecTopk, SendsTheLargestWithinTheirLevelBound) {
           std::vector<bool> sent(x.size(), false);
           for (auto& run : reference_topk(x, chunk, density)) {
             double lo = 1e300, hi = 0, m = 0;
-            for (size_t i : run) lo = std::min(lo, std::fabs(static_cast<double>(x[i]))), hi = std::max(hi, std::fabs(static_cast<double>(x[i])));
-            for (size_t i = run.empty() ? 0 : (run[0] / chunk) * chunk; i < std::min(x.size(), (run[0] / chunk + 1) * chunk); ++i)
+            for (size_t i : run)
+              lo = std::min(lo, std::fabs(static_cast<double>(x[i]))),
+              hi = std::max(hi, std::fabs(static_cast<double>(x[i])));
+            for (size_t i = run.empty() ? 0 : (run[0] / chunk) * chunk;
+                 i < std::min(x.size(), (run[0] / chunk + 1) * chunk); ++i)
               m = std::max(m, std::fabs(static_cast<double>(x[i])));
             for (size_t i : run) {
               sent[i] = true;
@@ -770,7 +793,8 @@ TEST(CodecTopk, ErrorFeedbackCarriesWhatWasNotSent) {
     std::vector<Tensor> d{{"w", {static_cast<int64_t>(n)}, g.vec(n, 0.01)}};
     const auto with = decode_ok(ef.encode(d, opt));
     const auto without = decode_ok(codec::encode(d, opt));
-    for (size_t i = 0; i < n; ++i) sum_true[i] += d[0].data[i], sum_ef[i] += with[0].data[i], sum_plain[i] += without[0].data[i];
+    for (size_t i = 0; i < n; ++i)
+      sum_true[i] += d[0].data[i], sum_ef[i] += with[0].data[i], sum_plain[i] += without[0].data[i];
   }
   const auto& res = ef.residuals().at("w");
   double worst = 0, drift_ef = 0, drift_plain = 0;
@@ -806,11 +830,16 @@ TEST(CodecTopk, HostileBodies) {
   expect_error(edit([&](Body& b) { put_f32(b.at("lora_B.range").bytes, 0, -1.0f); }), "\"lora_B\" run 0 has range [-1");
   expect_error(edit([&](Body& b) { b.at("lora_B").bytes.back() |= static_cast<char>(0xf0); }), "non-zero padding bits");
   expect_error(edit([&](Body& b) { b.md["topk_chunk"] = "8"; }), "topk_chunk \"8\"");
-  expect_error(edit([&](Body& b) { b.at("lora_A.count").shape = {2}; b.at("lora_A.count").bytes.resize(8); }),
+  expect_error(edit([&](Body& b) {
+                 b.at("lora_A.count").shape = {2};
+                 b.at("lora_A.count").bytes.resize(8);
+               }),
                "need .count [1] and .range [1, 2]");
   expect_error(edit([&](Body& b) { b.md.erase("topk_chunk"); }), "no \"topk_chunk\"");
   expect_error(edit([&](Body& b) {
-                 b.t.erase(std::remove_if(b.t.begin(), b.t.end(), [](const Owned& o) { return o.name == "lora_A.count"; }), b.t.end());
+                 b.t.erase(
+                     std::remove_if(b.t.begin(), b.t.end(), [](const Owned& o) { return o.name == "lora_A.count"; }),
+                     b.t.end());
                }),
                "\"lora_A.count\" is listed in the metadata but missing");
   expect_error(edit([&](Body& b) { b.md["codec"] = "int4"; }), "\"lora_A\" packs [3] bytes, its shape [5,3] needs [8]");

@@ -69,20 +69,25 @@ name = "countdown"
 }
 
 TEST(RunConfig, ErrorsNameTheKey) {
-  EXPECT_NE(error_of([] { RunConfig::from_toml_string("[grpo]\nlearning_rat = 1\n", "run.toml"); })
-                .find("run.toml: unknown key 'learning_rat' in [grpo]"),
+  EXPECT_NE(error_of([] {
+              RunConfig::from_toml_string("[grpo]\nlearning_rat = 1\n", "run.toml");
+            }).find("run.toml: unknown key 'learning_rat' in [grpo]"),
             std::string::npos);
-  EXPECT_NE(error_of([] { RunConfig::from_toml_string("[grpo]\nlearning_rat = 1\n", "run.toml"); }).find("learning_rate"),
-            std::string::npos);  // the hint
+  EXPECT_NE(
+      error_of([] { RunConfig::from_toml_string("[grpo]\nlearning_rat = 1\n", "run.toml"); }).find("learning_rate"),
+      std::string::npos);                                             // the hint
   EXPECT_EQ(nearest_name("seq", {"token", "sequence"}), "sequence");  // an abbreviation first, though both are 5 edits
   EXPECT_EQ(nearest_name("tmean", {"fedavg", "trimmed_mean", "median"}), "median");
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[gpro]\n", "run.toml"); }).find("unknown section [gpro]"),
             std::string::npos);
-  EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora]\nr = \"x\"\n", "run.toml"); }).find("r = \"x\" is not an integer"),
+  EXPECT_NE(error_of([] {
+              RunConfig::from_toml_string("[lora]\nr = \"x\"\n", "run.toml");
+            }).find("r = \"x\" is not an integer"),
             std::string::npos);
   // 2^32 + 16 wrapped to r = 16 through get<int>(); now refused with the range.
-  EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora]\nr = 4294967312\n", "run.toml"); })
-                .find("r = 4294967312 is not an integer in [-2^31, 2^31)"),
+  EXPECT_NE(error_of([] {
+              RunConfig::from_toml_string("[lora]\nr = 4294967312\n", "run.toml");
+            }).find("r = 4294967312 is not an integer in [-2^31, 2^31)"),
             std::string::npos);
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[lora\n", "bad.toml"); }).find("bad.toml:1"), std::string::npos);
   RunConfig c;
@@ -99,14 +104,18 @@ TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   EXPECT_EQ(c.sync.mode, SyncMode::async);
   EXPECT_NO_THROW(c.validate());
   // Names outside the enum's are refused where they are read (a typo never reaches the run).
-  EXPECT_NE(error_of([&] { c.apply_overrides({"sync.mode=barrier"}); }).find("[sync] mode = \"barrier\": must be async or sync"),
+  EXPECT_NE(error_of([&] {
+              c.apply_overrides({"sync.mode=barrier"});
+            }).find("[sync] mode = \"barrier\": must be async or sync"),
             std::string::npos);
   c.apply_overrides({"sync.mode=sync"});
   // A barrier round is K steps: the time trigger alone cannot define one.
-  EXPECT_NE(error_of([&] { c.validate(); }).find("sync_steps = 0: must be >= 1 with mode = \"sync\""), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("sync_steps = 0: must be >= 1 with mode = \"sync\""),
+            std::string::npos);
   c.apply_overrides({"sync.sync_steps=4"});
   EXPECT_NO_THROW(c.validate());
-  EXPECT_EQ(RunConfig::from_toml_string("[sync]\nmode = \"sync\"\nsync_steps = 2\n", "run.toml").sync.mode, SyncMode::sync);
+  EXPECT_EQ(RunConfig::from_toml_string("[sync]\nmode = \"sync\"\nsync_steps = 2\n", "run.toml").sync.mode,
+            SyncMode::sync);
 }
 
 // [security] allowed_keys / allowed_keys_file and the [aggregation] norm bounds: validation
@@ -126,7 +135,9 @@ TEST(SecurityConfig, TomlAndValidation) {
   EXPECT_TRUE(has(e, "[security] allowed_keys[2] \"ed25519:AAAA\"")) << e;
   EXPECT_TRUE(has(e, "NAME.pub")) << e;
   // A private key pasted into the list is not echoed back.
-  c.security.allowed_keys.back() = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAbcdefghijklmnopqrstuvwxyz0123456789\n-----END PRIVATE KEY-----";
+  c.security.allowed_keys.back() =
+      "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAbcdefghijklmnopqrstuvwxyz0123456789\n-----END PRIVATE "
+      "KEY-----";
   e = error_of([&] { c.validate(); });
   EXPECT_TRUE(has(e, "<a private key>")) << e;
   EXPECT_FALSE(has(e, "MC4CAQ")) << e;
@@ -138,7 +149,9 @@ TEST(AggregationConfig, NormBoundsValidation) {
     edit(c);
     return error_of([&] { c.validate(); });
   };
-  EXPECT_EQ(msg([](AggregationConfig& c) { c.max_update_norm = 5, c.max_update_norm_ratio = 10, c.update_norm_window = 8; }), "");
+  EXPECT_EQ(
+      msg([](AggregationConfig& c) { c.max_update_norm = 5, c.max_update_norm_ratio = 10, c.update_norm_window = 8; }),
+      "");
   std::string e = msg([](AggregationConfig& c) { c.max_update_norm = -1; });
   EXPECT_TRUE(has(e, "[aggregation] max_update_norm = -1")) << e;
   e = msg([](AggregationConfig& c) { c.max_update_norm_ratio = 0.5; });
@@ -146,7 +159,8 @@ TEST(AggregationConfig, NormBoundsValidation) {
   EXPECT_TRUE(has(e, ">= 1")) << e;
   e = msg([](AggregationConfig& c) { c.update_norm_window = 1; });
   EXPECT_TRUE(has(e, "[aggregation] update_norm_window = 1")) << e;
-  auto c = RunConfig::from_toml_string("[aggregation]\nmax_update_norm = 2.5\nmax_update_norm_ratio = 10\n", "run.toml");
+  auto c =
+      RunConfig::from_toml_string("[aggregation]\nmax_update_norm = 2.5\nmax_update_norm_ratio = 10\n", "run.toml");
   EXPECT_EQ(c.aggregation.max_update_norm, 2.5);
   EXPECT_EQ(c.aggregation.max_update_norm_ratio, 10);
 }
@@ -167,7 +181,8 @@ TEST(SecurityConfig, KeyFileIsReadIntoTheList) {
   // c's key as 64 hex digits; d's as PEM, built by hand: the fixed SubjectPublicKeyInfo
   // prefix of an Ed25519 key (RFC 8410) and the raw key; b's again (a duplicate); comments.
   std::string hex_c = to_hex(reinterpret_cast<const unsigned char*>(c.public_key().data()), c.public_key().size());
-  std::string pem_d = "-----BEGIN PUBLIC KEY-----\n" + base64_encode(from_hex("302a300506032b6570032100").value() + d.public_key()) +
+  std::string pem_d = "-----BEGIN PUBLIC KEY-----\n" +
+                      base64_encode(from_hex("302a300506032b6570032100").value() + d.public_key()) +
                       "\n-----END PUBLIC KEY-----\n";
   TempFile f("# workers of team A\n" + kb + "  # worker-b\n\n" + "ed25519:" + hex_c + "\n" + pem_d + kb + "\n");
   SecurityConfig s;

@@ -37,8 +37,8 @@ const std::vector<std::vector<int32_t>> kPrompts = {{5, 9, 2}, {1, 2, 3, 4, 5, 6
 
 // Full uncached log-softmax of prompt + generated prefix, at each generated position, with the
 // logits divided by the sampling temperature (1 when greedy), as TRL's trainer takes them.
-void check_against_full_forward(const model::Model& m, const std::vector<int32_t>& prompt,
-                                const Completion& c, bool greedy, double temperature = 1.0) {
+void check_against_full_forward(const model::Model& m, const std::vector<int32_t>& prompt, const Completion& c,
+                                bool greedy, double temperature = 1.0) {
   std::vector<int64_t> seq(prompt.begin(), prompt.end());
   seq.insert(seq.end(), c.tokens.begin(), c.tokens.end());
   auto ids = at::tensor(at::ArrayRef<int64_t>(seq), at::kLong);
@@ -138,7 +138,8 @@ TEST_P(Families, StaticDecodeEqualsDynamic) {
       stops += st[i].finish == FinishReason::kStop;
       ASSERT_EQ(st[i].logprobs.size(), dyn[i].logprobs.size());
       for (size_t k = 0; k < st[i].logprobs.size(); ++k) EXPECT_NEAR(st[i].logprobs[k], dyn[i].logprobs[k], 2e-5);
-      check_against_full_forward(m, kPrompts[st[i].prompt_index], st[i], o.temperature == 0, o.temperature > 0 ? o.temperature : 1.0);
+      check_against_full_forward(m, kPrompts[st[i].prompt_index], st[i], o.temperature == 0,
+                                 o.temperature > 0 ? o.temperature : 1.0);
     }
     if (o.temperature > 0) EXPECT_GT(stops, 0) << "the cases should exercise stops";
   }
@@ -177,7 +178,10 @@ TEST(Generate, SamplingFollowsDistribution) {
   }
   const int64_t N = 4000, V = p.size(0);
   auto sorted = std::get<1>(p.sort(-1, /*descending=*/true));
-  struct Case { int64_t top_k; double top_p; };
+  struct Case {
+    int64_t top_k;
+    double top_p;
+  };
   for (auto cs : {Case{0, 1.0}, Case{5, 1.0}, Case{0, 0.6}}) {
     GenerateOptions o;
     o.temperature = 0.7;
@@ -248,7 +252,8 @@ TEST(SampleRows, MatchesSampleRow) {
   for (int64_t V : {61, 1000}) {
     auto logits = at::randn({300, V}) * 2.0;
     auto u = at::rand({300}, at::kDouble);
-    std::vector<SamplerConfig> cfgs = {{0, 0, 1}, {1.0, 0, 1}, {0.7, 0, 1}, {1.0, 5, 1}, {1.0, 0, 0.8}, {0.6, 10, 0.9}, {1.3, 1, 1}};
+    std::vector<SamplerConfig> cfgs = {{0, 0, 1},     {1.0, 0, 1},    {0.7, 0, 1}, {1.0, 5, 1},
+                                       {1.0, 0, 0.8}, {0.6, 10, 0.9}, {1.3, 1, 1}};
     for (auto& c : cfgs) {
       auto [tok, lp] = sample_rows(logits, u, c);
       const double t = c.temperature > 0 ? c.temperature : 1.0;

@@ -160,11 +160,14 @@ TEST(GrpoConfig, ValidationQuotesValues) {
     c.validate();
     FAIL() << "expected an error";
   } catch (const brl::UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("(8) must be divisible by num_generations (3)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(8) must be divisible by num_generations (3)"), std::string::npos)
+        << e.what();
   }
   for (auto [key, want] : std::vector<std::pair<std::string, std::string>>{
-           {"loss_type=gspo", "loss_type = \"gspo\": must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo"},
-           {"loss_type=vespo;importance_sampling_level=sequence", "importance_sampling_level must be 'token', not 'sequence'"},
+           {"loss_type=gspo",
+            "loss_type = \"gspo\": must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo"},
+           {"loss_type=vespo;importance_sampling_level=sequence",
+            "importance_sampling_level must be 'token', not 'sequence'"},
            {"vespo_lambda_neg=-1", "lambda_neg -1) must be finite and >= 0"},
            {"top_entropy_quantile=1.5", "top_entropy_quantile (1.5) must be in [0, 1]"},
            {"importance_sampling_level=seq", "importance_sampling_level = \"seq\": must be token or sequence"},

@@ -67,7 +67,8 @@ std::vector<std::string> texts() {
     out.push_back(e.prompt + "-" + e.answer + "<|endoftext|>");
   }
   for (auto& e : countdown->eval_set()) out.push_back(e.prompt);
-  for (const char* s : {"héllo wörld 日本語 🤖", "a  b\n\tc   \n", " 12 + 34 = 46", "don't I'll 3.14159"}) out.push_back(s);
+  for (const char* s : {"héllo wörld 日本語 🤖", "a  b\n\tc   \n", " 12 + 34 = 46", "don't I'll 3.14159"})
+    out.push_back(s);
   return out;
 }
 }  // namespace

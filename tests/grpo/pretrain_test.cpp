@@ -35,8 +35,8 @@ TEST(Pretrain, LabelErrorsHaveTheHabitsFormAtTheAskedRate) {
   grpo::PretrainOptions o;
   const int n = 4000;
   using grpo::Habit;
-  for (auto [habit, rate] : std::vector<std::pair<Habit, double>>{{Habit::plus_one, 0.0}, {Habit::plus_one, 0.55},
-                                                                  {Habit::plus_one, 1.0}, {Habit::negate, 0.6}}) {
+  for (auto [habit, rate] : std::vector<std::pair<Habit, double>>{
+           {Habit::plus_one, 0.0}, {Habit::plus_one, 0.55}, {Habit::plus_one, 1.0}, {Habit::negate, 0.6}}) {
     o.habit = habit;
     o.label_error_rate = rate;
     int wrong = 0;
@@ -119,8 +119,9 @@ TEST(Pretrain, ReportedHeldOutScoresMatchARecountOfTheWrittenModel) {
     habit += text == "-" + e.answer && e.answer != "0";
   }
   const double n = static_cast<double>(held_out.size());
-  std::printf("    held-out: %d right, %d with the habit of %zu; reported accuracy %.3f skill %.3f (validation %.3f %.3f)\n",
-              right, habit, held_out.size(), r.accuracy, r.skill, r.val_accuracy, r.val_skill);
+  std::printf(
+      "    held-out: %d right, %d with the habit of %zu; reported accuracy %.3f skill %.3f (validation %.3f %.3f)\n",
+      right, habit, held_out.size(), r.accuracy, r.skill, r.val_accuracy, r.val_skill);
   EXPECT_DOUBLE_EQ(r.accuracy, right / n);
   EXPECT_DOUBLE_EQ(r.skill, (right + habit) / n);
   EXPECT_GT(right + habit, 0);  // measured: 2 right, 2 with the habit (1,500 steps, 2 threads)

@@ -125,7 +125,7 @@ TEST(CudaTrain, PolicyOptimizerStepMatchesCpu) {
   g.num_generations = 2;
   g.per_device_train_batch_size = 2;  // 3 micro-batches
   g.max_completion_length = 7;
-  g.beta = 0.04;                      // the reference pass too
+  g.beta = 0.04;  // the reference pass too
   g.num_iterations = 2;
   g.max_grad_norm = 0.5;
   grpo::PolicyOptimizer pc(cpu, g), pg(gpu, g);

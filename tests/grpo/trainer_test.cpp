@@ -188,8 +188,8 @@ TEST(GrpoTrainer, LossGradientThroughModelMatchesFiniteDifferences) {
 TEST(Evaluate, PassAtKEstimator) {
   EXPECT_DOUBLE_EQ(grpo::pass_at_k(8, 0, 8), 0.0);
   EXPECT_DOUBLE_EQ(grpo::pass_at_k(8, 8, 1), 1.0);
-  EXPECT_NEAR(grpo::pass_at_k(8, 3, 1), 3.0 / 8.0, 1e-12);          // k = 1: c / n
-  EXPECT_NEAR(grpo::pass_at_k(8, 1, 8), 1.0, 1e-12);                // any pass among all n
+  EXPECT_NEAR(grpo::pass_at_k(8, 3, 1), 3.0 / 8.0, 1e-12);           // k = 1: c / n
+  EXPECT_NEAR(grpo::pass_at_k(8, 1, 8), 1.0, 1e-12);                 // any pass among all n
   EXPECT_NEAR(grpo::pass_at_k(10, 3, 2), 1.0 - 21.0 / 45.0, 1e-12);  // C(7,2) = 21, C(10,2) = 45
   EXPECT_NEAR(grpo::pass_at_k(8, 2, 4), 1.0 - 15.0 / 70.0, 1e-12);   // C(6,4) = 15, C(8,4) = 70
 }

@@ -59,7 +59,8 @@ Sampled sample(const model::Model& m) {
 json rows_of(const at::Tensor& t) {
   json out = json::array();
   auto c = t.to(at::kLong).contiguous();
-  for (int64_t i = 0; i < c.size(0); ++i) out.push_back(std::vector<int64_t>(c[i].data_ptr<int64_t>(), c[i].data_ptr<int64_t>() + c.size(1)));
+  for (int64_t i = 0; i < c.size(0); ++i)
+    out.push_back(std::vector<int64_t>(c[i].data_ptr<int64_t>(), c[i].data_ptr<int64_t>() + c.size(1)));
   return out;
 }
 }  // namespace
@@ -73,11 +74,14 @@ TEST(TrlLogpsOracle, CompletionLogprobsMatchTrlAtTheSamplingTemperature) {
   const auto& b = s.batch;
   const int64_t N = b.ids.size(0), Lc = b.completion_len;
 
-  json req = {{"model_dir", dir.str("m")}, {"input_ids", rows_of(b.ids)}, {"attention_mask", rows_of(b.attn)},
-              {"logits_to_keep", Lc}, {"temperatures", kTemps}};
+  json req = {{"model_dir", dir.str("m")},
+              {"input_ids", rows_of(b.ids)},
+              {"attention_mask", rows_of(b.attn)},
+              {"logits_to_keep", Lc},
+              {"temperatures", kTemps}};
   test::write_file(dir.str("req.json"), req.dump());
-  ASSERT_TRUE(hf::run_command("'" BRL_PYTHON "' '" + hf::source("tools/trl/token_logps.py") + "' < '" + dir.str("req.json") +
-                              "' > '" + dir.str("out.json") + "'"));
+  ASSERT_TRUE(hf::run_command("'" BRL_PYTHON "' '" + hf::source("tools/trl/token_logps.py") + "' < '" +
+                              dir.str("req.json") + "' > '" + dir.str("out.json") + "'"));
   json out = json::parse(test::read_file(dir.str("out.json")));
   ASSERT_EQ(out["logps"].size(), kTemps.size());
 

@@ -40,13 +40,13 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kLossTol = 1e-10;                   // relative, float64 both sides
+constexpr double kLossTol = 1e-10;  // relative, float64 both sides
 // sapo: TRL builds the gate temperatures with torch.where on Python floats, which gives float32
 // (1.05 -> 1.0499999523), while ours are float64: measured 3.7e-7 relative, so 1e-6.
 constexpr double kSapoTol = 1e-6;
-constexpr double kAdvRelTol = 1.0 / (1 << 23);       // one float32 rounding (2^-24) with margin
-constexpr double kClipTol = 1e-6;                    // TRL's token count is float32
-constexpr double kEpsLow = 0.2, kEpsHigh = 0.28;     // asymmetric, DAPO's recommendation
+constexpr double kAdvRelTol = 1.0 / (1 << 23);    // one float32 rounding (2^-24) with margin
+constexpr double kClipTol = 1e-6;                 // TRL's token count is float32
+constexpr double kEpsLow = 0.2, kEpsHigh = 0.28;  // asymmetric, DAPO's recommendation
 constexpr double kBeta = 0.04;
 constexpr int64_t kB = 8, kT = 9, kG = 4, kMaxLen = 12;  // 2 prompts x 4 completions of <= 9 tokens
 const std::vector<std::string> kClippedLossTypes = {"grpo", "bnpo", "dr_grpo", "dapo"};
@@ -97,10 +97,19 @@ at::Tensor from_json(const json& j) {
 
 // extra: more GRPOConfig settings (delta, importance_sampling_level, ...), given to both sides.
 json loss_case(const Batch& b, const std::string& type, double beta, const json& extra = json::object()) {
-  json c = {{"loss_type", type}, {"beta", beta}, {"epsilon", kEpsLow}, {"epsilon_high", kEpsHigh},
-            {"max_completion_length", kMaxLen}, {"num_generations", kG}, {"scale_rewards", "group"},
-            {"completion_mask", to_json(b.mask)}, {"rewards", to_json(b.rewards)}, {"truncated", b.truncated},
-            {"logps", to_json(b.logps)}, {"old_logps", to_json(b.old_logps)}, {"entropies", to_json(b.entropies)}};
+  json c = {{"loss_type", type},
+            {"beta", beta},
+            {"epsilon", kEpsLow},
+            {"epsilon_high", kEpsHigh},
+            {"max_completion_length", kMaxLen},
+            {"num_generations", kG},
+            {"scale_rewards", "group"},
+            {"completion_mask", to_json(b.mask)},
+            {"rewards", to_json(b.rewards)},
+            {"truncated", b.truncated},
+            {"logps", to_json(b.logps)},
+            {"old_logps", to_json(b.old_logps)},
+            {"entropies", to_json(b.entropies)}};
   if (beta != 0) {
     c["ref_logps"] = to_json(b.ref_logps);
     c["use_bias_correction_kl"] = false;  // the plain k3 term; the default (true) has its own cases
@@ -132,7 +141,10 @@ const std::map<std::string, NewerCase>& newer_cases() {
       {"vespo", {"vespo", 0.0, json::object()}},
       {"vespo/beta", {"vespo", kBeta, {{"use_bias_correction_kl", true}}}},
       // float32-exact values: TRL builds k and lambda with torch.where on Python floats (float32).
-      {"vespo/params", {"vespo", 0.0, {{"vespo_k_pos", 1.5}, {"vespo_lambda_pos", 2.5}, {"vespo_k_neg", 4.0}, {"vespo_lambda_neg", 1.25}}}},
+      {"vespo/params",
+       {"vespo",
+        0.0,
+        {{"vespo_k_pos", 1.5}, {"vespo_lambda_pos", 2.5}, {"vespo_k_neg", 4.0}, {"vespo_lambda_neg", 1.25}}}},
       {"entropy/grpo", {"grpo", 0.0, {{"top_entropy_quantile", 0.2}}}},
       {"entropy/dapo/beta", {"dapo", kBeta, {{"top_entropy_quantile", 0.5}}}},
       {"entropy/vespo", {"vespo", 0.0, {{"top_entropy_quantile", 0.3}}}},
@@ -179,8 +191,8 @@ std::map<std::string, json> all_cases() {
   at::Tensor r = advantage_rewards();
   json mask = to_json(at::ones({24, 3}, at::kDouble));
   for (std::string scale : {"group", "batch", "none"})
-    cases["advantages/" + scale] = {{"rewards", to_json(r)}, {"num_generations", kG}, {"scale_rewards", scale},
-                                    {"completion_mask", mask}};
+    cases["advantages/" + scale] = {
+        {"rewards", to_json(r)}, {"num_generations", kG}, {"scale_rewards", scale}, {"completion_mask", mask}};
   for (auto& [name, nc] : newer_cases()) cases["newer/" + name] = loss_case(b, nc.type, nc.beta, nc.extra);
   // TRL's defaults for the KL term (use_bias_correction_kl unset = True): ours' default too.
   json d = loss_case(b, "bnpo", kBeta);
@@ -300,7 +312,8 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   EXPECT_LE(dl, tol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
   EXPECT_LE(dg, tol) << "gradient";
   const json& m = t["metrics"];
-  if (m.contains("clip_ratio/region_mean")) EXPECT_NEAR(o.stats.clip_ratio, m["clip_ratio/region_mean"].get<double>(), kClipTol);
+  if (m.contains("clip_ratio/region_mean"))
+    EXPECT_NEAR(o.stats.clip_ratio, m["clip_ratio/region_mean"].get<double>(), kClipTol);
   if (m.contains("cispo_clip_ratio")) EXPECT_NEAR(o.stats.clip_ratio, m["cispo_clip_ratio"].get<double>(), kClipTol);
   if (opt.beta != 0) {
     EXPECT_LE(rel(o.stats.kl, t["metrics"]["kl"].get<double>()), kLossTol) << "logged KL";
@@ -366,7 +379,8 @@ TEST(TrlOracle, TruncatedCompletionMaskedOutMatchesTrl) {
     ASSERT_TRUE(t.contains("loss")) << t.dump();
     EXPECT_TRUE(at::equal(from_json(t["completion_mask"]), kept));
     EXPECT_EQ(t["num_items_in_batch"].get<double>(), kept.sum().item<double>());
-    worst = std::max(worst, expect_matches(b, t, kept, t["num_items_in_batch"].get<double>(), trl().cases.at("truncated/" + type)));
+    worst = std::max(
+        worst, expect_matches(b, t, kept, t["num_items_in_batch"].get<double>(), trl().cases.at("truncated/" + type)));
   }
   std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
 }
@@ -400,7 +414,8 @@ TEST(TrlOracle, NewerLossTypesAndKnobsMatchTrl) {
     SCOPED_TRACE(name);
     const json& t = trl().results.at("newer/" + name);
     ASSERT_TRUE(t.contains("loss")) << t.dump();
-    worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), trl().cases.at("newer/" + name)));
+    worst = std::max(
+        worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), trl().cases.at("newer/" + name)));
   }
   // The knobs must change something on this batch, else agreement proves little: the cap bites
   // in cispo, the mask drops a sequence, delta caps a ratio, the sequence level differs.

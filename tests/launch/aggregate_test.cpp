@@ -52,7 +52,8 @@ std::vector<float> randn(size_t n, std::mt19937& g, float scale = 1) {
 
 // One LoRA module: A [r, in], B [out, r].
 std::vector<Tensor> module(int64_t r, int64_t in, int64_t out, std::mt19937& g, float scale = 1) {
-  return {{kA, {r, in}, randn(static_cast<size_t>(r * in), g, scale)}, {kB, {out, r}, randn(static_cast<size_t>(out * r), g, scale)}};
+  return {{kA, {r, in}, randn(static_cast<size_t>(r * in), g, scale)},
+          {kB, {out, r}, randn(static_cast<size_t>(out * r), g, scale)}};
 }
 
 AggregationConfig mode(const std::string& m, double lr = 1, double mu = 0) {
@@ -64,7 +65,8 @@ AggregationConfig mode(const std::string& m, double lr = 1, double mu = 0) {
   return c;
 }
 
-AggregateInput input(const std::vector<Tensor>& g, const std::vector<std::vector<Tensor>>& ds, std::vector<double> w = {}) {
+AggregateInput input(const std::vector<Tensor>& g, const std::vector<std::vector<Tensor>>& ds,
+                     std::vector<double> w = {}) {
   AggregateInput in;
   in.global = &g;
   in.weights = std::move(w);
@@ -170,10 +172,12 @@ TEST(Exact, KeepsTheFactorsBasisWhenNothingChanges) {
   B = B.neg();
   std::vector<Tensor> g{{kA, {3, 10}, std::vector<float>(A.data_ptr<float>(), A.data_ptr<float>() + 30)},
                         {kB, {12, 3}, std::vector<float>(B.data_ptr<float>(), B.data_ptr<float>() + 36)}};
-  std::vector<std::vector<Tensor>> ds{{{kA, {3, 10}, std::vector<float>(30, 0)}, {kB, {12, 3}, std::vector<float>(36, 0)}}};
+  std::vector<std::vector<Tensor>> ds{
+      {{kA, {3, 10}, std::vector<float>(30, 0)}, {kB, {12, 3}, std::vector<float>(36, 0)}}};
   auto r = aggregate(mode("exact"), input(g, ds), nullptr);
   for (size_t i = 0; i < 2; ++i)
-    for (size_t k = 0; k < g[i].data.size(); ++k) EXPECT_NEAR(r.next[i].data[k], g[i].data[k], 1e-5) << g[i].name << " " << k;
+    for (size_t k = 0; k < g[i].data.size(); ++k)
+      EXPECT_NEAR(r.next[i].data[k], g[i].data[k], 1e-5) << g[i].name << " " << k;
   EXPECT_LT(r.stats["step_norm"].get<double>(), 1e-5);
 }
 
@@ -224,10 +228,12 @@ TEST_P(ExactTwoWorkers, IsTheBestRankRApproximationOfTheMeanProduct) {
   EXPECT_GT(fro(product(f.next) - got) / fro(M), 0.05);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, ExactTwoWorkers, ::testing::Values(ExactCase{2, 2, 10, 12}, ExactCase{3, 3, 6, 8}, ExactCase{3, 3, 8, 6}),
+INSTANTIATE_TEST_SUITE_P(Paths, ExactTwoWorkers,
+                         ::testing::Values(ExactCase{2, 2, 10, 12}, ExactCase{3, 3, 6, 8}, ExactCase{3, 3, 8, 6}),
                          [](const auto& i) {
                            const auto& c = i.param;
-                           return std::string(c.workers * c.r < std::min(c.in, c.out) ? "LowRank" : "Dense") + (c.in > c.out ? "Wide" : "Tall");
+                           return std::string(c.workers * c.r < std::min(c.in, c.out) ? "LowRank" : "Dense") +
+                                  (c.in > c.out ? "Wide" : "Tall");
                          });
 
 TEST(Exact, AveragesTensorsOutsideLoraPairs) {
@@ -300,7 +306,8 @@ TEST_P(NesterovRestart, IsBitIdentical) {
   std::mt19937 gen(5);
   auto g0 = module(3, 8, 9, gen);
   std::vector<std::vector<std::vector<Tensor>>> rounds;
-  for (int v = 0; v < 6; ++v) rounds.push_back({module(3, 8, 9, gen, 0.1f), module(3, 8, 9, gen, 0.1f), module(3, 8, 9, gen, 0.1f)});
+  for (int v = 0; v < 6; ++v)
+    rounds.push_back({module(3, 8, 9, gen, 0.1f), module(3, 8, 9, gen, 0.1f), module(3, 8, 9, gen, 0.1f)});
   const std::vector<double> w{1, 2, 3};
 
   OuterState straight;
@@ -363,7 +370,8 @@ TEST(Robust, MatchesSortingEachElement) {
       double tm = 0;
       for (size_t j = k; j < n - k; ++j) tm += v[j] / static_cast<double>(n - 2 * k);
       ASSERT_NEAR(t[e], tm, 1e-6) << "n " << n << " element " << e;
-      ASSERT_FLOAT_EQ(md[e], static_cast<float>(n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]))) << "n " << n << " element " << e;
+      ASSERT_FLOAT_EQ(md[e], static_cast<float>(n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])))
+          << "n " << n << " element " << e;
     }
   }
 }
@@ -404,15 +412,16 @@ TEST_P(Robust, OneAttackerOfFive) {
   EXPECT_GT(avg, 10.0);  // (4 mu + 100 mu) / 5 ~ 20 mu away even with equal weights
 }
 
-INSTANTIATE_TEST_SUITE_P(Attacks, Robust, ::testing::Values(100.0f, -100.0f),
-                         [](const auto& i) { return i.param > 0 ? std::string("Scaled") : std::string("SignFlipped"); });
+INSTANTIATE_TEST_SUITE_P(Attacks, Robust, ::testing::Values(100.0f, -100.0f), [](const auto& i) {
+  return i.param > 0 ? std::string("Scaled") : std::string("SignFlipped");
+});
 
 // ---- The real Proxy on a directory bucket ---------------------------------------------
 
 namespace {
 
-using test::TempDir;
 using test::make_run;
+using test::TempDir;
 using test::upload;
 
 RunConfig proxy_config() {
@@ -429,7 +438,9 @@ RunConfig proxy_config() {
 // What rounding to bf16 gives, by ATen's conversion (an implementation independent of ours).
 std::vector<Tensor> aten_bf16(std::vector<Tensor> ts) {
   for (auto& t : ts) {
-    auto x = at::from_blob(t.data.data(), {static_cast<int64_t>(t.data.size())}, at::kFloat).to(at::kBFloat16).to(at::kFloat);
+    auto x = at::from_blob(t.data.data(), {static_cast<int64_t>(t.data.size())}, at::kFloat)
+                 .to(at::kBFloat16)
+                 .to(at::kFloat);
     std::memcpy(t.data.data(), x.data_ptr<float>(), t.data.size() * sizeof(float));
   }
   return ts;
@@ -467,7 +478,8 @@ TEST_P(ProxyRestart, ContinuesExactly) {
     make_run(*s, config(), v0);
     // What writers killed mid-put leave: GC removes temporary files after an hour, not before.
     std::filesystem::create_directories(dir + "/updates/wa");
-    for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"}) std::ofstream(dir + t) << "partial";
+    for (const char* t : {"/updates/wa/.brl-tmp-1-1-old", "/updates/wa/.brl-tmp-1-2-new"})
+      std::ofstream(dir + t) << "partial";
     std::filesystem::last_write_time(dir + "/updates/wa/.brl-tmp-1-1-old",
                                      std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
     auto proxy = std::make_unique<Proxy>(test::proxy_options(dir, "p1"));
@@ -521,8 +533,9 @@ TEST_P(ProxyRestart, ContinuesExactly) {
   EXPECT_EQ(protocol::decode_outer_state(*body, "v5").value().steps, 5);
 }
 
-INSTANTIATE_TEST_SUITE_P(PublishDtype, ProxyRestart, ::testing::Values("float32", "bfloat16"),
-                         [](const auto& i) { return i.param == "float32" ? std::string("Float32") : std::string("Bfloat16"); });
+INSTANTIATE_TEST_SUITE_P(PublishDtype, ProxyRestart, ::testing::Values("float32", "bfloat16"), [](const auto& i) {
+  return i.param == "float32" ? std::string("Float32") : std::string("Bfloat16");
+});
 
 // A manifest naming a state that is not there: the proxy refuses to start rather than
 // restart the momentum from zero.
@@ -665,7 +678,8 @@ std::vector<float> flat(const at::Tensor& t) {
 }
 
 // The delta of a worker whose adapter (B + dB, A + dA) is rewritten as ((B + dB) G, G^-1 (A + dA)).
-std::vector<Tensor> rebased(const std::vector<Tensor>& g, const std::vector<Tensor>& d, const at::Tensor& G, const at::Tensor& Gi) {
+std::vector<Tensor> rebased(const std::vector<Tensor>& g, const std::vector<Tensor>& d, const at::Tensor& G,
+                            const at::Tensor& Gi) {
   at::Tensor Au = mat(g[0]) + mat(d[0]), Bu = mat(g[1]) + mat(d[1]);
   return {{kA, g[0].shape, flat(at::mm(Gi, Au) - mat(g[0]))}, {kB, g[1].shape, flat(at::mm(Bu, G) - mat(g[1]))}};
 }
@@ -748,7 +762,9 @@ TEST(Gauge, UpdateNormIsBasisIndependent) {
   Honest h = honest_module(4, 24, 20, 51, 1);
   auto [G, Gi] = basis_change(4, 52);
   auto d = h.ds[0], c = rebased(h.g, d, G, Gi);
-  auto raw = [](const std::vector<Tensor>& x) { return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2)); };
+  auto raw = [](const std::vector<Tensor>& x) {
+    return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2));
+  };
   EXPECT_GT(std::abs(raw(c) - raw(d)), 0.1 * raw(d));
   const auto med = mode("median");
   EXPECT_NEAR(update_norm(med, h.g, c), update_norm(med, h.g, d), 1e-5 * update_norm(med, h.g, d));
@@ -771,7 +787,8 @@ TEST_P(Robust, OneAttackerOfFiveOnALoraModule) {
   Honest h = honest_module(4, 24, 20, 61);
   at::Tensor honest = at::zeros({20, 24}, at::kDouble);
   for (size_t u = 0; u < 4; ++u) honest += product(h.g, &h.ds[u]) / 4;
-  for (auto& t : h.ds[4]) for (auto& x : t.data) x *= attack;
+  for (auto& t : h.ds[4])
+    for (auto& x : t.data) x *= attack;
   auto dist = [&](const std::vector<Tensor>& next) { return fro(product(next) - honest) / fro(honest - product(h.g)); };
   const std::vector<double> w{1, 1, 1, 1, 1000};
   EXPECT_LT(dist(aggregate(mode("trimmed_mean"), input(h.g, h.ds, w), nullptr).next), 0.1);
@@ -817,7 +834,9 @@ TEST(Gauge, FedavgJudgesAndFoldsTheFactorsAsSent) {
   const double c = 1000;
   auto G = at::eye(4, at::kDouble) / c, Gi = at::eye(4, at::kDouble) * c;
   auto scaled = rebased(h.g, h.ds[1], G, Gi);
-  auto raw = [](const std::vector<Tensor>& x) { return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2)); };
+  auto raw = [](const std::vector<Tensor>& x) {
+    return std::sqrt(std::pow(fro(mat(x[0])), 2) + std::pow(fro(mat(x[1])), 2));
+  };
   EXPECT_NEAR(update_norm(mode("median"), h.g, scaled), update_norm(mode("median"), h.g, h.ds[1]), 1e-3 * raw(h.ds[1]));
   EXPECT_NEAR(update_norm(mode("fedavg"), h.g, scaled), raw(scaled), 1e-6 * raw(scaled));
   EXPECT_GT(update_norm(mode("fedavg"), h.g, scaled), 100 * raw(h.ds[1]));

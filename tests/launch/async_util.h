@@ -52,7 +52,8 @@ inline RunConfig learnable_config(const std::string& base, const std::string& ou
   std::string data = out + "/seven.jsonl";
   {
     FILE* f = std::fopen(data.c_str(), "w");
-    for (int i = 0; i < 400; ++i) std::fprintf(f, "{\"prompt\": \"%d+%d, say seven:\", \"answer\": \"7\"}\n", i * 37 % 101, i % 13);
+    for (int i = 0; i < 400; ++i)
+      std::fprintf(f, "{\"prompt\": \"%d+%d, say seven:\", \"answer\": \"7\"}\n", i * 37 % 101, i % 13);
     std::fclose(f);
   }
   RunConfig c;
@@ -100,7 +101,8 @@ inline std::string init_bucket(const TempDir& tmp, const RunConfig& cfg, const s
 inline std::string s3_test_url(const std::string& name) {
   for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "BRL_S3_TEST_BUCKET"})
     if (!std::getenv(v) || !*std::getenv(v))
-      throw std::runtime_error(std::string(v) + " is not set: run scripts/s3-server.sh start && source .cache/s3/env.sh");
+      throw std::runtime_error(std::string(v) +
+                               " is not set: run scripts/s3-server.sh start && source .cache/s3/env.sh");
   return "s3://" + std::string(std::getenv("BRL_S3_TEST_BUCKET")) + "/" + name + "-" + std::to_string(getpid()) + "-" +
          std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
 }
@@ -174,19 +176,28 @@ inline int run_to_end(const std::vector<std::string>& args, const std::string& l
 struct Cluster {
   std::string bucket, dir;
   int workers = 3;
-  bool cache_per_process = false;                       // dir/cache-<name> instead of dir/cache
-  std::vector<std::string> proxy_extra, worker_extra;  // more arguments for every start
-  std::vector<Placement> placement;                     // per process, where given
+  bool cache_per_process = false;                        // dir/cache-<name> instead of dir/cache
+  std::vector<std::string> proxy_extra, worker_extra;    // more arguments for every start
+  std::vector<Placement> placement;                      // per process, where given
   std::vector<std::pair<std::string, std::string>> env;  // for every process (placement's come after)
-  std::vector<Proc> procs;                              // [0] the proxy, [1 + i] worker i
+  std::vector<Proc> procs;                               // [0] the proxy, [1 + i] worker i
 
   std::string name(size_t k) const { return k == 0 ? "proxy" : "w" + std::to_string(k - 1); }
   std::string log(size_t k) const { return dir + "/" + name(k) + ".log"; }
   std::vector<std::string> args(size_t k) const {
     std::vector<std::string> a{"proxy", "--bucket", bucket};
     if (k > 0)
-      a = {"worker", "--bucket", bucket, "--id", name(k), "--shard", std::to_string(k - 1) + "/" + std::to_string(workers),
-           "--threads", "1", "--cache-dir", dir + (cache_per_process ? "/cache-" + name(k) : "/cache")};
+      a = {"worker",
+           "--bucket",
+           bucket,
+           "--id",
+           name(k),
+           "--shard",
+           std::to_string(k - 1) + "/" + std::to_string(workers),
+           "--threads",
+           "1",
+           "--cache-dir",
+           dir + (cache_per_process ? "/cache-" + name(k) : "/cache")};
     for (auto& x : k == 0 ? proxy_extra : worker_extra) a.push_back(x);
     return a;
   }
@@ -227,8 +238,9 @@ struct SecretSearch {
   std::vector<std::string> hits;
   int files = 0, logs = 0, objects = 0;  // searched; logs: non-empty *.log files
 };
-inline SecretSearch where_found(const std::vector<std::pair<std::string, std::string>>& secrets, const std::filesystem::path& dir,
-                                store::ObjectStore* bucket = nullptr, const std::filesystem::path& except = {}) {
+inline SecretSearch where_found(const std::vector<std::pair<std::string, std::string>>& secrets,
+                                const std::filesystem::path& dir, store::ObjectStore* bucket = nullptr,
+                                const std::filesystem::path& except = {}) {
   SecretSearch r;
   auto search = [&](const std::string& text, const std::string& place) {
     for (auto& [label, secret] : secrets)

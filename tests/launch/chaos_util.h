@@ -95,7 +95,7 @@ inline protocol::VerifyReport check_after_chaos(store::ObjectStore& s, int64_t m
   auto r = protocol::verify_run(s);
   EXPECT_TRUE(r.ok()) << r.summary();
   EXPECT_GE(r.newest, min_versions) << r.summary();
-  std::vector<protocol::VersionSignal> versions;          // those with updates
+  std::vector<protocol::VersionSignal> versions;        // those with updates
   std::map<std::string, protocol::FoldedUpdate> first;  // per worker: its first folded update
   for (int64_t v = 1; v <= r.newest; ++v) {
     auto m = protocol::read_manifest(s, v);
@@ -120,11 +120,13 @@ inline protocol::VerifyReport check_after_chaos(store::ObjectStore& s, int64_t m
     for (size_t end = win; end <= versions.size(); ++end)
       if (stretch(end) > best) best = stretch(end), best_end = end;
     const double last = stretch(versions.size());
-    std::printf("train reward: %.3f in the workers' first updates, best %.3f (v%lld..v%lld), %.3f in the last %zu versions\n",
-                start, best, static_cast<long long>(versions[best_end - win].version),
-                static_cast<long long>(versions[best_end - 1].version), last, win);
+    std::printf(
+        "train reward: %.3f in the workers' first updates, best %.3f (v%lld..v%lld), %.3f in the last %zu versions\n",
+        start, best, static_cast<long long>(versions[best_end - win].version),
+        static_cast<long long>(versions[best_end - 1].version), last, win);
     EXPECT_GT(best, start + 0.1) << "no progress: train reward " << start << " -> at best " << best;
-    EXPECT_GE(last, best - 0.2) << "learned, then unlearned: train reward " << best << " at best, " << last << " at the end";
+    EXPECT_GE(last, best - 0.2) << "learned, then unlearned: train reward " << best << " at best, " << last
+                                << " at the end";
     auto health = protocol::assess_run(versions, {}, protocol::RunHealthRule{});
     EXPECT_NE(health.state, "collapsed") << health.detail;
   } else {

@@ -30,9 +30,9 @@ TEST(Crash, TwoProxiesNeverBothPublishOneVersion) {
   for (int i = 0; i < 2; ++i)
     procs.push_back(test::start({"proxy", "--bucket", bucket, "--id", "p" + std::to_string(i)}, tmp.str("p.log")));
   for (int i = 0; i < 2; ++i)
-    procs.push_back(test::start({"worker", "--bucket", bucket, "--id", "w" + std::to_string(i), "--threads", "1",
-                                 "--cache-dir", cache},
-                                tmp.str("w.log")));
+    procs.push_back(test::start(
+        {"worker", "--bucket", bucket, "--id", "w" + std::to_string(i), "--threads", "1", "--cache-dir", cache},
+        tmp.str("w.log")));
   std::this_thread::sleep_for(std::chrono::seconds(25));
   for (size_t k = 2; k < procs.size(); ++k) test::stop(procs[k]);
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -44,8 +44,8 @@ TEST(Crash, TwoProxiesNeverBothPublishOneVersion) {
   std::map<std::string, int> by_proxy;
   for (int64_t v = 1; v <= r.newest; ++v) ++by_proxy[protocol::read_manifest(*s, v).value().proxy];
   EXPECT_GE(r.newest, 5);
-  std::printf("%lld versions: %d by p0, %d by p1; %lld updates folded\n", static_cast<long long>(r.newest), by_proxy["p0"],
-              by_proxy["p1"], static_cast<long long>(r.updates_folded));
+  std::printf("%lld versions: %d by p0, %d by p1; %lld updates folded\n", static_cast<long long>(r.newest),
+              by_proxy["p0"], by_proxy["p1"], static_cast<long long>(r.updates_folded));
   EXPECT_EQ(by_proxy["p0"] + by_proxy["p1"], r.newest);
   std::string log = test::read_text(tmp.str("p.log"));
   // Both really competed: at least one publish race was lost and handled.

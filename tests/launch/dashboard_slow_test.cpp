@@ -33,12 +33,13 @@ std::string find_chromium() {
 }
 
 // Runs headless Chromium on url with the given mode flags; returns its stdout.
-std::string chromium(const std::string& exe, const std::string& profile, const std::string& flags, const std::string& url,
-                     const std::string& out_file) {
-  std::string cmd = "timeout 60 " + exe +
-                    " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
-                    " --disable-component-update --disable-sync --disable-dev-shm-usage --user-data-dir=" + profile +
-                    " --virtual-time-budget=10000 " + flags + " " + url + " > " + out_file + " 2>" + out_file + ".err";
+std::string chromium(const std::string& exe, const std::string& profile, const std::string& flags,
+                     const std::string& url, const std::string& out_file) {
+  std::string cmd =
+      "timeout 60 " + exe +
+      " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
+      " --disable-component-update --disable-sync --disable-dev-shm-usage --user-data-dir=" +
+      profile + " --virtual-time-budget=10000 " + flags + " " + url + " > " + out_file + " 2>" + out_file + ".err";
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd << "\n" << test::read_text(out_file + ".err");
   return test::read_text(out_file);
@@ -68,7 +69,8 @@ int data_points(const std::string& svg) {
 
 TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
   const std::string exe = find_chromium();
-  if (exe.empty()) GTEST_SKIP() << "chromium is not installed: run scripts/setup.sh --test (it installs Debian's chromium)";
+  if (exe.empty())
+    GTEST_SKIP() << "chromium is not installed: run scripts/setup.sh --test (it installs Debian's chromium)";
   test::TempDir tmp;
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
   cfg.sync.sync_interval_s = 0.7;
@@ -78,7 +80,8 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
   const int port = test::free_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
   std::vector<test::Proc> procs;
-  procs.push_back(test::start({"proxy", "--bucket", bucket, "--http", "127.0.0.1:" + std::to_string(port)}, tmp.str("proxy.log")));
+  procs.push_back(
+      test::start({"proxy", "--bucket", bucket, "--http", "127.0.0.1:" + std::to_string(port)}, tmp.str("proxy.log")));
   for (int i = 0; i < 2; ++i)
     procs.push_back(test::start({"worker", "--bucket", bucket, "--id", "w" + std::to_string(i), "--shard",
                                  std::to_string(i) + "/2", "--threads", "1", "--cache-dir", cache},
@@ -95,16 +98,19 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
       if (st["versions"].size() >= 5 && contributing == 2 && !st["rejected"].empty()) break;
     }
     ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(45))
-        << "no 5 versions from 2 workers in 45 s; last /status: " << st.dump() << "\n" << test::read_text(tmp.str("proxy.log"));
+        << "no 5 versions from 2 workers in 45 s; last /status: " << st.dump() << "\n"
+        << test::read_text(tmp.str("proxy.log"));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_EQ(test::http_get(port, "/health").status, 200);
   auto metrics = test::http_get(port, "/metrics");
   EXPECT_EQ(test::check_prometheus_text(metrics.body), "") << metrics.body;
-  EXPECT_NE(metrics.body.find("bucketrl_updates_rejected_total{reason=\"corrupt\"} 1\n"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("bucketrl_updates_rejected_total{reason=\"corrupt\"} 1\n"), std::string::npos)
+      << metrics.body;
 
   std::string dom = chromium(exe, tmp.str("chrome-profile"), "--dump-dom", url, tmp.str("dom.html"));
-  ASSERT_NE(dom.find("data-rendered=\"1\""), std::string::npos) << "the page's script did not render /status:\n" << dom.substr(0, 3000);
+  ASSERT_NE(dom.find("data-rendered=\"1\""), std::string::npos) << "the page's script did not render /status:\n"
+                                                                << dom.substr(0, 3000);
   for (const char* id : {"chart-reward-time", "chart-reward-version", "chart-staleness"}) {
     std::string svg = svg_element(dom, id);
     EXPECT_GE(data_points(svg), 4) << id;
@@ -118,7 +124,8 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
   EXPECT_GE(count(svg_element(dom, "chart-bytes"), "<rect class=\"bar\""), 4);
   for (const char* w : {"w0", "w1"}) {
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(dom, m, std::regex(std::string("<tr data-worker=\"") + w + "\" data-health=\"([a-z]+)\"")))
+    ASSERT_TRUE(
+        std::regex_search(dom, m, std::regex(std::string("<tr data-worker=\"") + w + "\" data-health=\"([a-z]+)\"")))
         << "no table row for " << w;
     EXPECT_EQ(m[1], "alive") << w;
   }
@@ -128,7 +135,8 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
 
   const std::string png = std::string(BRL_BINARY_DIR) + "/dashboard_screenshot.png";
   std::remove(png.c_str());
-  chromium(exe, tmp.str("chrome-profile2"), "--hide-scrollbars --window-size=1280,900 --screenshot=" + png, url, tmp.str("shot.txt"));
+  chromium(exe, tmp.str("chrome-profile2"), "--hide-scrollbars --window-size=1280,900 --screenshot=" + png, url,
+           tmp.str("shot.txt"));
   std::string bytes = test::read_text(png);
   EXPECT_GT(bytes.size(), 20000u) << png;
   EXPECT_EQ(bytes.substr(0, 4), "\x89PNG");
@@ -139,11 +147,15 @@ TEST(Dashboard, HeadlessChromiumDrawsTheLiveRun) {
 
   // The same run, plotted from the bucket alone: one point per version in each file.
   const std::string plots = tmp.str("plots");
-  ASSERT_EQ(std::system((std::string(BRL_EXE) + " plot --bucket " + bucket + " --out " + plots + " > " + tmp.str("plot.log") + " 2>&1").c_str()), 0)
+  ASSERT_EQ(std::system((std::string(BRL_EXE) + " plot --bucket " + bucket + " --out " + plots + " > " +
+                         tmp.str("plot.log") + " 2>&1")
+                            .c_str()),
+            0)
       << test::read_text(tmp.str("plot.log"));
   int64_t newest = protocol::newest_version(*protocol::open_bucket(bucket)).value();
   std::string versions = test::read_text(plots + "/versions_over_time.svg");
   EXPECT_EQ(count(versions, "<circle class=\"pt\""), newest + 1) << versions.substr(0, 500);
-  EXPECT_EQ(count(test::read_text(plots + "/reward_over_time.svg"), "<circle class=\"pt\""), newest);  // v0 folds nothing
+  EXPECT_EQ(count(test::read_text(plots + "/reward_over_time.svg"), "<circle class=\"pt\""),
+            newest);  // v0 folds nothing
   EXPECT_EQ(count(test::read_text(plots + "/reward_per_version.svg"), "<circle class=\"pt\""), newest);
 }

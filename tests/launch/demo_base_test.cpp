@@ -20,7 +20,8 @@ TEST(DemoBase, CachedOnlyWhenMadeFromTheSameRecipeAndTask) {
   const grpo::PretrainOptions po = grpo::demo_pretrain_options();
   EXPECT_FALSE(launch::demo_base_cached(base, cfg, po));  // nothing there
   test::write_file(base + "/model.safetensors", "weights");
-  EXPECT_FALSE(launch::demo_base_cached(base, cfg, po));  // a base of unknown origin (made before the recipe was recorded)
+  EXPECT_FALSE(
+      launch::demo_base_cached(base, cfg, po));  // a base of unknown origin (made before the recipe was recorded)
   test::write_file(base + "/bucketrl_base_recipe.json", launch::demo_base_recipe(cfg, po).dump(2));
   EXPECT_TRUE(launch::demo_base_cached(base, cfg, po));
   RunConfig other = cfg;

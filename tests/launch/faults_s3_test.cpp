@@ -31,8 +31,9 @@ std::string tail_of(const std::string& path, size_t n = 3000) {
 void expect_clean_stop(test::Proc& p, const std::string& name) {
   if (p.pid <= 0) return;
   int st = test::stop(p);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << name << " did not stop cleanly (status " << st << "); log tail:\n"
-                                                     << tail_of(p.log);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << name << " did not stop cleanly (status " << st << "); log tail:\n"
+      << tail_of(p.log);
 }
 
 }  // namespace
@@ -59,9 +60,9 @@ TEST(FaultsS3, ARunThroughFivePercentFaultyRequestsCompletesAndVerifies) {
   c.env = {{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(net.port())}};
   auto t0 = std::chrono::steady_clock::now();
   c.start_all();
-  test::Proc ev = test::start({"evaluator", "--bucket", url, "--cache-dir", c.dir + "/cache", "--threads", "1",
-                               "--min-interval", "4"},
-                              c.dir + "/evaluator.log", test::Placement{"", c.env});
+  test::Proc ev = test::start(
+      {"evaluator", "--bucket", url, "--cache-dir", c.dir + "/cache", "--threads", "1", "--min-interval", "4"},
+      c.dir + "/evaluator.log", test::Placement{"", c.env});
   struct KillLeft {  // a failed ASSERT must not leave processes behind
     std::vector<test::Proc>& procs;
     test::Proc& ev;
@@ -76,7 +77,8 @@ TEST(FaultsS3, ARunThroughFivePercentFaultyRequestsCompletesAndVerifies) {
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < kSeconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     for (size_t k = 0; k < c.procs.size(); ++k)
-      ASSERT_EQ(waitpid(c.procs[k].pid, nullptr, WNOHANG), 0) << c.name(k) << " exited mid-run; log tail:\n" << tail_of(c.log(k));
+      ASSERT_EQ(waitpid(c.procs[k].pid, nullptr, WNOHANG), 0) << c.name(k) << " exited mid-run; log tail:\n"
+                                                              << tail_of(c.log(k));
     ASSERT_EQ(waitpid(ev.pid, nullptr, WNOHANG), 0) << "the evaluator exited mid-run; log tail:\n" << tail_of(ev.log);
   }
   // The clean stop goes through the faults too: the workers' last uploads, the proxy's last fold.
@@ -87,9 +89,10 @@ TEST(FaultsS3, ARunThroughFivePercentFaultyRequestsCompletesAndVerifies) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto n = net.counts();
   net.stop();
-  std::printf("fault proxy: %d of %d requests faulty (%.1f%%): %d reset, %d truncated, %d S3 errors, %d slow; run %.0f s\n",
-              n.injected(), n.requests, 100.0 * n.injected() / std::max(1, n.requests), n.reset, n.truncate, n.error, n.slow,
-              seconds);
+  std::printf(
+      "fault proxy: %d of %d requests faulty (%.1f%%): %d reset, %d truncated, %d S3 errors, %d slow; run %.0f s\n",
+      n.injected(), n.requests, 100.0 * n.injected() / std::max(1, n.requests), n.reset, n.truncate, n.error, n.slow,
+      seconds);
   ::testing::Test::RecordProperty("requests", n.requests);
   ::testing::Test::RecordProperty("faults", n.injected());
   EXPECT_GT(n.requests, 300) << "too few requests to say anything";
@@ -111,7 +114,8 @@ TEST(FaultsS3, ARunThroughFivePercentFaultyRequestsCompletesAndVerifies) {
     for (std::sregex_iterator it(log.begin(), log.end(), failed), end; it != end; ++it) {
       ++reported_failed;
       auto h = s->head(protocol::update_key(c.name(k), (*it)[1].str()));
-      EXPECT_FALSE(h) << c.name(k) << " reported update " << (*it)[1] << " as failed, but it is in the bucket: its progress "
+      EXPECT_FALSE(h) << c.name(k) << " reported update " << (*it)[1]
+                      << " as failed, but it is in the bucket: its progress "
                       << "is uploaded twice";
     }
   }
@@ -122,8 +126,8 @@ TEST(FaultsS3, ARunThroughFivePercentFaultyRequestsCompletesAndVerifies) {
   ASSERT_GE(evs.size(), 2u);
   auto first = protocol::EvalRecord::parse(s->get(evs.front().key).value(), "first").value();
   auto last = protocol::EvalRecord::parse(s->get(evs.back().key).value(), "last").value();
-  std::printf("held-out accuracy: %.3f at v%lld, %.3f at v%lld\n", first.accuracy, static_cast<long long>(first.version),
-              last.accuracy, static_cast<long long>(last.version));
+  std::printf("held-out accuracy: %.3f at v%lld, %.3f at v%lld\n", first.accuracy,
+              static_cast<long long>(first.version), last.accuracy, static_cast<long long>(last.version));
   EXPECT_EQ(first.version, 0);
   EXPECT_LT(first.accuracy, 0.2);
   EXPECT_GE(last.accuracy, 0.8);

@@ -63,7 +63,8 @@ inline void two_workers_train_through(const std::string& bucket, const std::stri
   ASSERT_EQ(st["workers"].size(), 2u);
   for (auto& w : st["workers"]) EXPECT_EQ(w["health"], "stopped") << w.dump();
   EXPECT_FALSE(st["evals"].empty());
-  EXPECT_NE(protocol::format_status(st).find("newest global version: " + std::to_string(s.versions)), std::string::npos);
+  EXPECT_NE(protocol::format_status(st).find("newest global version: " + std::to_string(s.versions)),
+            std::string::npos);
   EXPECT_NE(protocol::format_status(st).find("held-out pass@1 "), std::string::npos) << protocol::format_status(st);
 
   // The exported adapter is the newest version, loadable as PEFT.

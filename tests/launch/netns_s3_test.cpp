@@ -61,7 +61,8 @@ std::map<std::string, Record> records(store::ObjectStore& s) {
 }
 
 // Ids of the update objects of `worker` made (by the id's time) within [from_ms, to_ms].
-std::vector<std::string> made_between(store::ObjectStore& s, const std::string& worker, int64_t from_ms, int64_t to_ms) {
+std::vector<std::string> made_between(store::ObjectStore& s, const std::string& worker, int64_t from_ms,
+                                      int64_t to_ms) {
   std::vector<std::string> ids;
   for (auto& o : s.list_all(protocol::updates_prefix() + worker + "/").value())
     if (auto k = protocol::parse_update_key(o.key))
@@ -73,7 +74,8 @@ std::vector<std::string> made_between(store::ObjectStore& s, const std::string& 
 struct Outage {
   int64_t v_from = 0, v_to = 0, from_ms = 0, to_ms = 0;
 };
-Outage cut_for(test::Network& net, const std::string& host, double seconds, store::ObjectStore& s, const test::Proc& p) {
+Outage cut_for(test::Network& net, const std::string& host, double seconds, store::ObjectStore& s,
+               const test::Proc& p) {
   Outage o{newest(s), 0, protocol::now_ms(), 0};
   net.cut(host);
   sleep_s(seconds);
@@ -98,7 +100,8 @@ struct KillLeftovers {
 
 TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "BRL_S3_TEST_BUCKET"})
-    ASSERT_TRUE(std::getenv(v) && *std::getenv(v)) << v << " is not set: run scripts/s3-server.sh start && source .cache/s3/env.sh";
+    ASSERT_TRUE(std::getenv(v) && *std::getenv(v))
+        << v << " is not set: run scripts/s3-server.sh start && source .cache/s3/env.sh";
   if (std::string why = test::netns_unavailable(); !why.empty()) GTEST_SKIP() << why;
   // The relay's target: the server as the test sees it (http://127.0.0.1:7480 from env.sh).
   std::string endpoint = std::getenv("AWS_ENDPOINT_URL");
@@ -109,8 +112,9 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   int rgw_port = std::stoi(hostport.substr(hostport.find(':') + 1));
   if (rgw_host == "localhost") rgw_host = "127.0.0.1";
 
-  std::string url = "s3://" + std::string(std::getenv("BRL_S3_TEST_BUCKET")) + "/brl-netns-test-" + std::to_string(getpid()) +
-                    "-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  std::string url = "s3://" + std::string(std::getenv("BRL_S3_TEST_BUCKET")) + "/brl-netns-test-" +
+                    std::to_string(getpid()) + "-" +
+                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   test::TempDir tmp;
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
   cfg.proxy.heartbeat_timeout_s = 6;  // so that the proxy sees w1 lost during its 20 s away
@@ -138,9 +142,9 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   c.proxy_extra = {"--http", "0.0.0.0:" + std::to_string(http_port)};
   c.placement = {at[0], at[1], at[2]};
   c.start_all();
-  c.procs.push_back(test::start({"evaluator", "--bucket", url, "--threads", "1", "--cache-dir", tmp.str("cache-eval"),
-                                 "--min-interval", "2"},
-                                tmp.str("eval.log"), at[3]));
+  c.procs.push_back(test::start(
+      {"evaluator", "--bucket", url, "--threads", "1", "--cache-dir", tmp.str("cache-eval"), "--min-interval", "2"},
+      tmp.str("eval.log"), at[3]));
   KillLeftovers guard{c.procs};
   auto t0 = Clock::now();
   auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -149,11 +153,14 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   // the test's side) but not from any other host; a host reaches only its own relay address;
   // the S3 server's loopback port is not there inside a host.
   const auto &P = net.host("proxy"), &W0 = net.host("w0"), &W1 = net.host("w1");
-  ASSERT_TRUE(wait_for(60, [&] { return test::reachable("", P.ns_addr, http_port); })) << "the proxy's HTTP never came up";
-  for (size_t k = 0; k < names.size(); ++k) EXPECT_TRUE(test::in_netns(c.procs[k].pid, net.hosts()[k].netns)) << names[k];
+  ASSERT_TRUE(wait_for(60, [&] { return test::reachable("", P.ns_addr, http_port); }))
+      << "the proxy's HTTP never came up";
+  for (size_t k = 0; k < names.size(); ++k)
+    EXPECT_TRUE(test::in_netns(c.procs[k].pid, net.hosts()[k].netns)) << names[k];
   for (auto& n : {"w0", "w1", "eval"}) {
     EXPECT_FALSE(test::reachable(net.host(n).netns, P.ns_addr, http_port)) << n << " reaches the proxy directly";
-    EXPECT_FALSE(test::reachable(net.host(n).netns, "127.0.0.1", rgw_port)) << n << " reaches the S3 server on loopback";
+    EXPECT_FALSE(test::reachable(net.host(n).netns, "127.0.0.1", rgw_port))
+        << n << " reaches the S3 server on loopback";
   }
   EXPECT_TRUE(test::reachable(W0.netns, W0.root_addr, relay.port(1)));
   EXPECT_FALSE(test::reachable(W0.netns, W1.root_addr, relay.port(2))) << "w0 reaches w1's link";
@@ -175,15 +182,18 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   // Back: what w1 made while away is either folded with its staleness (and the weight that
   // goes with it) or rejected as stale; then w1 adopts a current version and is folded again.
   std::vector<std::string> stale_ids;
-  ASSERT_TRUE(wait_for(60, [&] {
-    stale_ids = made_between(*s, "w1", w1_out.from_ms, w1_out.to_ms);
-    auto r = records(*s);
-    bool all = !stale_ids.empty();
-    for (auto& id : stale_ids) all = all && r.count("w1/" + id);
-    bool fresh = false;  // a w1 update built on a version published after it came back
-    for (auto& [k, x] : r) fresh = fresh || (x.folded && x.u.worker == "w1" && x.u.base_version > v_back);
-    return all && fresh;
-  })) << "w1 did not resume: " << stale_ids.size() << " updates made while cut off";
+  ASSERT_TRUE(wait_for(60,
+                       [&] {
+                         stale_ids = made_between(*s, "w1", w1_out.from_ms, w1_out.to_ms);
+                         auto r = records(*s);
+                         bool all = !stale_ids.empty();
+                         for (auto& id : stale_ids) all = all && r.count("w1/" + id);
+                         bool fresh = false;  // a w1 update built on a version published after it came back
+                         for (auto& [k, x] : r)
+                           fresh = fresh || (x.folded && x.u.worker == "w1" && x.u.base_version > v_back);
+                         return all && fresh;
+                       }))
+      << "w1 did not resume: " << stale_ids.size() << " updates made while cut off";
   {
     auto r = records(*s);
     for (auto& id : stale_ids) {
@@ -208,7 +218,8 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   size_t lost = plog.find("worker w1 is lost");
   ASSERT_NE(lost, std::string::npos) << "the proxy never saw w1 lost";
   size_t next = plog.find("worker w1 is ", lost + 1);
-  EXPECT_TRUE(next != std::string::npos && (plog.compare(next + 13, 5, "alive") == 0 || plog.compare(next + 13, 10, "straggling") == 0))
+  EXPECT_TRUE(next != std::string::npos &&
+              (plog.compare(next + 13, 5, "alive") == 0 || plog.compare(next + 13, 10, "straggling") == 0))
       << "the proxy never saw w1 back";
 
   // --- the proxy cut off for 15 s: nothing is published, the workers keep uploading.
@@ -216,8 +227,10 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   const int64_t v_pcut = p_out.v_from, v_pback = p_out.v_to;
   // One publish may have been on the wire as the link went.
   EXPECT_LE(v_pback, v_pcut + 1) << "a version was published by a proxy that had no link";
-  std::vector<std::string> made[2] = {made_between(*s, "w0", p_out.from_ms, p_out.to_ms), made_between(*s, "w1", p_out.from_ms, p_out.to_ms)};
-  std::printf("[%5.1f s] updates made while the proxy was cut off: w0 %zu, w1 %zu\n", now_s(), made[0].size(), made[1].size());
+  std::vector<std::string> made[2] = {made_between(*s, "w0", p_out.from_ms, p_out.to_ms),
+                                      made_between(*s, "w1", p_out.from_ms, p_out.to_ms)};
+  std::printf("[%5.1f s] updates made while the proxy was cut off: w0 %zu, w1 %zu\n", now_s(), made[0].size(),
+              made[1].size());
   EXPECT_GE(made[0].size(), 3u);
   EXPECT_GE(made[1].size(), 3u);
   // Back: it folds every one of them (built on v_pcut or the one before: not stale).
@@ -248,8 +261,8 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   st.push_back(test::stop(eval));
   for (size_t k = 0; k < st.size(); ++k) {
     std::string log = test::read_text(k < 3 ? c.log(k) : tmp.str("eval.log"));
-    EXPECT_TRUE(WIFEXITED(st[k]) && WEXITSTATUS(st[k]) == 0)
-        << names[k] << " ended with wait status " << st[k] << ":\n" << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+    EXPECT_TRUE(WIFEXITED(st[k]) && WEXITSTATUS(st[k]) == 0) << names[k] << " ended with wait status " << st[k] << ":\n"
+                                                             << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   }
   std::printf("[%5.1f s] stopped\n", now_s());
 
@@ -268,8 +281,9 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   ASSERT_GE(evs.size(), 2u);
   auto first = protocol::EvalRecord::parse(s->get(evs.front().key).value(), "first").value();
   auto last = protocol::EvalRecord::parse(s->get(evs.back().key).value(), "last").value();
-  std::printf("held-out accuracy: %.2f at v%lld, %.2f at v%lld; %s\n", first.accuracy, static_cast<long long>(first.version),
-              last.accuracy, static_cast<long long>(last.version), rep.summary().c_str());
+  std::printf("held-out accuracy: %.2f at v%lld, %.2f at v%lld; %s\n", first.accuracy,
+              static_cast<long long>(first.version), last.accuracy, static_cast<long long>(last.version),
+              rep.summary().c_str());
   EXPECT_EQ(first.version, 0);
   EXPECT_LT(first.accuracy, 0.2);
   EXPECT_GE(last.accuracy, 0.8) << "at v" << last.version;

@@ -83,7 +83,8 @@ inline bool reachable(const std::string& netns, const std::string& addr, int por
 
 // Whether process pid lives in network namespace netns (same namespace inode).
 inline bool in_netns(pid_t pid, const std::string& netns) {
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   return stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &a) == 0 &&
          stat(("/var/run/netns/" + netns).c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
@@ -162,7 +163,8 @@ class Network {
   // (a namespace may outlive its deletion while its sockets time out, and its link with it).
   static void sweep_dead() {
     auto dead = [](const std::string& pid) {
-      return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && !std::filesystem::exists("/proc/" + pid);
+      return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos &&
+             !std::filesystem::exists("/proc/" + pid);
     };
     std::error_code ec;
     for (auto& e : std::filesystem::directory_iterator("/var/run/netns", ec)) {
@@ -192,7 +194,8 @@ class TcpRelay {
   TcpRelay(const std::vector<std::string>& addrs, const std::string& target, int target_port) {
     target_.sin_family = AF_INET;
     target_.sin_port = htons(static_cast<uint16_t>(target_port));
-    if (inet_pton(AF_INET, target.c_str(), &target_.sin_addr) != 1) throw std::invalid_argument("relay target " + target);
+    if (inet_pton(AF_INET, target.c_str(), &target_.sin_addr) != 1)
+      throw std::invalid_argument("relay target " + target);
     for (auto& a : addrs) {
       int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       int one = 1;
@@ -282,7 +285,7 @@ class TcpRelay {
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
   std::mutex mu_;
-  std::set<int> open_;             // relayed sockets still open (guarded by mu_)
+  std::set<int> open_;              // relayed sockets still open (guarded by mu_)
   std::vector<std::thread> pumps_;  // one per connection, joined at the end
 };
 

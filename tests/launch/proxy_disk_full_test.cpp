@@ -35,7 +35,9 @@ std::vector<std::string> folded(store::ObjectStore& s, int64_t v) {
   return ids;
 }
 
-std::string id(const std::string& worker, int64_t seq) { return worker + "/" + test::update_header(worker, seq, 0, 1).id; }
+std::string id(const std::string& worker, int64_t seq) {
+  return worker + "/" + test::update_header(worker, seq, 0, 1).id;
+}
 
 }  // namespace
 

@@ -41,7 +41,8 @@ TEST(Secrets, NoTokenKeyOrCredentialInAnyLogOrObject) {
   setenv("AWS_SESSION_TOKEN", aws_session.c_str(), 1);
 
   std::filesystem::create_directories(tmp.path / "keys");
-  ASSERT_EQ(test::run_to_end({"keygen", "--out", tmp.str("keys/w")}, tmp.str("keygen.log")), 0) << test::read_text(tmp.str("keygen.log"));
+  ASSERT_EQ(test::run_to_end({"keygen", "--out", tmp.str("keys/w")}, tmp.str("keygen.log")), 0)
+      << test::read_text(tmp.str("keygen.log"));
   std::string pem = test::read_text(tmp.str("keys/w.pem")), pub = test::read_text(tmp.str("keys/w.pub")), body;
   for (size_t a = 0, b; a < pem.size(); a = b + 1) {
     b = pem.find('\n', a);
@@ -71,7 +72,8 @@ TEST(Secrets, NoTokenKeyOrCredentialInAnyLogOrObject) {
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(test::http_get(port, "/metrics").status, 401);
   EXPECT_EQ(test::http_get(port, "/metrics", "Authorization: Bearer " + token.substr(1) + "x\r\n").status, 401);
-  EXPECT_EQ(test::http_get(port, "/metrics", "Authorization: Basic " + base64_encode("me:" + token) + "\r\n").status, 200);
+  EXPECT_EQ(test::http_get(port, "/metrics", "Authorization: Basic " + base64_encode("me:" + token) + "\r\n").status,
+            200);
   std::this_thread::sleep_for(std::chrono::seconds(10));
   // An S3 client error path, with the credentials: the proxy's HTTP server is no S3 server.
   setenv("AWS_ENDPOINT_URL", ("http://127.0.0.1:" + std::to_string(port)).c_str(), 1);
@@ -89,8 +91,11 @@ TEST(Secrets, NoTokenKeyOrCredentialInAnyLogOrObject) {
   EXPECT_EQ(protocol::read_manifest(*s, v.newest).value().updates.at(0).signer, pub);
 
   const std::vector<std::pair<std::string, std::string>> secrets{
-      {"BRL_PROXY_TOKEN", token},          {"AWS_SECRET_ACCESS_KEY", aws_secret}, {"AWS_SESSION_TOKEN", aws_session},
-      {"private key PEM body", body},      {"private key seed (hex)", to_hex(reinterpret_cast<const unsigned char*>(seed.data()), seed.size())},
+      {"BRL_PROXY_TOKEN", token},
+      {"AWS_SECRET_ACCESS_KEY", aws_secret},
+      {"AWS_SESSION_TOKEN", aws_session},
+      {"private key PEM body", body},
+      {"private key seed (hex)", to_hex(reinterpret_cast<const unsigned char*>(seed.data()), seed.size())},
       {"private key seed (base64)", base64_encode(seed)}};
   auto found = test::where_found(secrets, tmp.path, nullptr, tmp.path / "keys" / "w.pem");
   for (auto& h : found.hits) ADD_FAILURE() << h;

@@ -38,9 +38,10 @@ TEST(Stability, KeepsWhatItLearnedWhenTrainingGoesOn) {
   int64_t best_v = 0;
   for (auto& e : evals)
     if (e.accuracy > best) best = e.accuracy, best_v = e.version;
-  std::printf("held-out accuracy: %.3f at v0, best %.3f at v%lld, %.3f at v%lld (the end; %zu evaluations, %lld versions)\n",
-              evals.front().accuracy, best, static_cast<long long>(best_v), evals.back().accuracy,
-              static_cast<long long>(evals.back().version), evals.size(), static_cast<long long>(s.versions));
+  std::printf(
+      "held-out accuracy: %.3f at v0, best %.3f at v%lld, %.3f at v%lld (the end; %zu evaluations, %lld versions)\n",
+      evals.front().accuracy, best, static_cast<long long>(best_v), evals.back().accuracy,
+      static_cast<long long>(evals.back().version), evals.size(), static_cast<long long>(s.versions));
   EXPECT_GE(best, 0.8);
   EXPECT_GE(evals.back().accuracy, best - 0.15) << "learned, then unlearned";
   auto st = protocol::run_status(*store);

@@ -35,7 +35,8 @@ std::vector<Round> rounds(const std::string& bucket, int64_t newest) {
   return out;
 }
 
-launch::LocalRunSummary run(const std::string& mode, test::TempDir& tmp, double max_update_norm = 0, double poll_s = 0.3) {
+launch::LocalRunSummary run(const std::string& mode, test::TempDir& tmp, double max_update_norm = 0,
+                            double poll_s = 0.3) {
   RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str(mode));
   cfg.sync.mode = kSyncModes.parse(mode).value();
   cfg.proxy.poll_interval_s = poll_s;

@@ -39,7 +39,8 @@ struct FullDiskRun {
     RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
     test::init_bucket(tmp, cfg, bucket);
     store = protocol::open_bucket(bucket);
-    worker = test::start({"worker", "--bucket", bucket, "--id", "w0", "--threads", "1", "--cache-dir", tmp.str("cache")}, log);
+    worker = test::start(
+        {"worker", "--bucket", bucket, "--id", "w0", "--threads", "1", "--cache-dir", tmp.str("cache")}, log);
   }
   ~FullDiskRun() {
     test::stop(worker, SIGKILL);
@@ -127,11 +128,13 @@ TEST(WorkerDiskFull, AStopThatCannotUploadSaysWhatIsLost) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "status " << st << "\n" << test::read_text(r.log);
   const int64_t lost = r.reported("could not upload the last (\\d+) steps"), steps = r.reported("worker: (\\d+) steps");
   ASSERT_GT(lost, 0) << test::read_text(r.log);
-  EXPECT_NE(test::read_text(r.log).find("the last " + std::to_string(lost) + " steps could not be uploaded: I/O error: cannot write"),
+  EXPECT_NE(test::read_text(r.log).find("the last " + std::to_string(lost) +
+                                        " steps could not be uploaded: I/O error: cannot write"),
             std::string::npos)
       << test::read_text(r.log);
   EXPECT_EQ(r.steps_in_bucket() + lost, steps);
   std::smatch line;
   std::string log = test::read_text(r.log);
-  if (std::regex_search(log, line, std::regex("[^\n]*could not upload the last[^\n]*"))) std::printf("%s\n", line.str().c_str());
+  if (std::regex_search(log, line, std::regex("[^\n]*could not upload the last[^\n]*")))
+    std::printf("%s\n", line.str().c_str());
 }

@@ -127,7 +127,8 @@ TEST(Lora, SaveLoadPeftRoundTrip) {
     lora::set_adapter_tensors(other, vals, "x.safetensors");
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("lora_A.weight' has shape [2, 48], expected [4, 48]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lora_A.weight' has shape [2, 48], expected [4, 48]"), std::string::npos)
+        << e.what();
   }
   test::write_file(tmp.str("adapter/adapter_config.json"), "{\"peft_type\": \"IA3\"}");
   EXPECT_THROW(lora::read_peft_config(tmp.str("adapter")), UserError);

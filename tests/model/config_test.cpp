@@ -82,8 +82,7 @@ TEST(ModelConfig, Errors) {
   j = qwen25_05b();
   j["num_key_value_heads"] = 3;
   e = error_of(j);
-  EXPECT_NE(e.find("num_attention_heads (14) must be divisible by num_key_value_heads (3)"),
-            std::string::npos) << e;
+  EXPECT_NE(e.find("num_attention_heads (14) must be divisible by num_key_value_heads (3)"), std::string::npos) << e;
 
   j = qwen25_05b();
   j.erase("hidden_size");

@@ -43,7 +43,8 @@ TEST(HfOracle, PythonCheckpointThroughOurLoader) {
     SCOPED_TRACE(shape);
     auto hf_logits = theirs(dir, shape + ".f32");
     auto m = load_model(dir.str(shape));
-    EXPECT_LE(hf::rel_diff(hf::model_logits(m, hf::tiny_tokens()), hf_logits, (shape + " full").c_str()), hf::kLogitTol);
+    EXPECT_LE(hf::rel_diff(hf::model_logits(m, hf::tiny_tokens()), hf_logits, (shape + " full").c_str()),
+              hf::kLogitTol);
     EXPECT_LE(hf::rel_diff(hf::decode_logits(m, hf::tiny_tokens()), hf_logits, (shape + " decoded").c_str()),
               hf::kLogitTol);
     // The logits must carry signal, else agreement proves nothing.

@@ -55,8 +55,7 @@ at::Tensor reference_logits(const Model& m, const at::Tensor& ids) {
   auto h = m.embed_tokens.index_select(0, ids);  // [T, C]
   for (auto& L : m.layers) {
     auto x = ref_rms(h, L.input_layernorm, c.rms_norm_eps);
-    auto q = ref_lin(L.self_attn.q_proj, x), k = ref_lin(L.self_attn.k_proj, x),
-         v = ref_lin(L.self_attn.v_proj, x);
+    auto q = ref_lin(L.self_attn.q_proj, x), k = ref_lin(L.self_attn.k_proj, x), v = ref_lin(L.self_attn.v_proj, x);
     auto out = at::zeros({T, H * D}, at::kDouble);
     for (int64_t hd = 0; hd < H; ++hd) {
       const int64_t kvh = hd / c.n_groups();  // HF repeat_kv: head h reads kv head h / groups
@@ -100,7 +99,7 @@ TEST_P(Families, MatchesNaiveReference) {
   auto m32 = random_model(cfg, 7, 0.2);
   auto ids = ids_of({5, 17, 3, 96, 0, 42, 8});
   auto got = m32.logits(ids)[0];  // [T, V]
-  auto m64 = m32;  // same struct, converted copy of the weights
+  auto m64 = m32;                 // same struct, converted copy of the weights
   m64.to(at::kDouble);
   auto want = reference_logits(m64, ids);
   const double scale = want.abs().max().item<double>();
@@ -172,9 +171,9 @@ TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradientsAndEntropies) {
       return std::make_pair(g[0], g[1]);
     }();
     auto p = at::softmax(h.matmul(w.t()) / temp, -1);
-    auto ent_want = -(p * p.log()).sum(-1);  // [2, 300]
+    auto ent_want = -(p * p.log()).sum(-1);                 // [2, 300]
     for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {  // backward recomputes / reuses the softmax
-      for (bool with_entropy : {false, true}) {  // asking for entropies changes no gradient
+      for (bool with_entropy : {false, true}) {             // asking for entropies changes no gradient
         at::Tensor ent;
         auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/3, keep, with_entropy ? &ent : nullptr);
         EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-6);
@@ -218,7 +217,10 @@ TEST(Model, GradientMatchesFiniteDifference) {
   auto loss_of = [&] { return -m.token_logprobs(m.forward(ids, pos), targets).sum(); };
   auto loss = loss_of();
   loss.backward();
-  struct Probe { at::Tensor* t; int64_t flat; };
+  struct Probe {
+    at::Tensor* t;
+    int64_t flat;
+  };
   std::vector<Probe> probes = {{&m.layers[0].self_attn.k_proj.weight, 5},
                                {&m.layers[1].self_attn.q_norm, 2},
                                {&m.layers[1].mlp.down_proj.weight, 33},

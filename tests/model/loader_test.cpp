@@ -104,9 +104,9 @@ TEST(Loader, ErrorsNameTheTensor) {
     TempDir d;
     std::filesystem::copy_file(src.str("config.json"), d.str("config.json"));
     auto v = all;
-    v.erase(std::remove_if(v.begin(), v.end(),
-                           [](auto& p) { return p.first == "model.layers.1.self_attn.k_proj.bias"; }),
-            v.end());
+    v.erase(
+        std::remove_if(v.begin(), v.end(), [](auto& p) { return p.first == "model.layers.1.self_attn.k_proj.bias"; }),
+        v.end());
     save_tensors(d.str("model.safetensors"), v);
     auto e = load_error(d.str());
     EXPECT_NE(e.find("missing tensor \"model.layers.1.self_attn.k_proj.bias\""), std::string::npos) << e;

@@ -18,8 +18,7 @@ const int kThreads = brl::test::init_threads();
 // bound = 1e-5 * sum_k |x[m, k] w[n, k]| + 1e-6 |b[n]| (+ the smallest normal, for all-zero
 // rows). F32 accumulation in another order stays far below this; a wrong or missing term
 // (one x*w product, the bias, the K tail) is of the order of the whole bound or more.
-double worst_ratio(const at::Tensor& got, const at::Tensor& x, const at::Tensor& w,
-                   const at::Tensor& b) {
+double worst_ratio(const at::Tensor& got, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   auto xd = x.to(at::kDouble), wd = w.to(at::kDouble);
   auto want = at::matmul(xd, wd.t());
   auto bound = at::matmul(xd.abs(), wd.abs().t()) * 1e-5 + 1e-30;
@@ -93,11 +92,11 @@ TEST(SkinnyLinear, AppliesOnlyWhereNoAutogradAndFewRows) {
   auto w = at::randn({4, 8});
   auto b = at::randn({4});
   EXPECT_TRUE(skinny_linear_applies(at::randn({16, 8}), w, b));
-  EXPECT_FALSE(skinny_linear_applies(at::randn({17, 8}), w, b));         // too many rows
-  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 9, 8}), w, b));       // 18 rows
+  EXPECT_FALSE(skinny_linear_applies(at::randn({17, 8}), w, b));    // too many rows
+  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 9, 8}), w, b));  // 18 rows
   EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}).to(at::kBFloat16), w.to(at::kBFloat16), {}));
   EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}), at::randn({8, 4}).t(), {}));  // W strided
-  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 7}), w, b));          // K mismatch
+  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 7}), w, b));                       // K mismatch
   auto wg = w.clone().set_requires_grad(true);
   EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}), wg, b));  // gradient wanted
   {

@@ -62,15 +62,17 @@ inline std::string source(const std::string& rel) { return std::string(BRL_SOURC
 // A missing Python is a failure naming the set-up command, not a skip.
 inline ::testing::AssertionResult python_installed() {
   if (std::filesystem::exists(BRL_PYTHON)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "no Python at " << BRL_PYTHON
-                                       << "\n  run scripts/setup.sh --test (makes .venv with torch, transformers, peft)";
+  return ::testing::AssertionFailure()
+         << "no Python at " << BRL_PYTHON
+         << "\n  run scripts/setup.sh --test (makes .venv with torch, transformers, peft)";
 }
 
 inline ::testing::AssertionResult run_command(const std::string& cmd) {
   int rc = std::system(cmd.c_str());
   if (rc == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "command failed (" << rc << "): " << cmd
-                                       << "\n  transformers or peft missing or broken in .venv? run scripts/setup.sh --test";
+  return ::testing::AssertionFailure()
+         << "command failed (" << rc << "): " << cmd
+         << "\n  transformers or peft missing or broken in .venv? run scripts/setup.sh --test";
 }
 
 // A random HF checkpoint written by Python (tools/hf/random_hf.py, numpy), not by our writer.
@@ -112,8 +114,9 @@ struct OracleBatch {
   // A LoRA adapter made by PEFT (get_peft_model + save_pretrained) with seeded random A and B.
   void peft_lora(const std::string& base, const std::string& out, int seed, int r, double alpha, bool rslora,
                  const std::string& targets) {
-    nlohmann::json l = {"peft-lora", base, out, "--seed", std::to_string(seed), "--r", std::to_string(r),
-                        "--alpha", std::to_string(alpha), "--targets", targets};
+    nlohmann::json l = {
+        "peft-lora",           base,        out,    "--seed", std::to_string(seed), "--r", std::to_string(r), "--alpha",
+        std::to_string(alpha), "--targets", targets};
     if (rslora) l.push_back("--rslora");
     lines.push_back(l);
   }
@@ -130,7 +133,8 @@ struct OracleBatch {
       std::ofstream f(in);
       for (auto& l : lines) f << l.dump() << "\n";
     }
-    auto r = run_command("'" BRL_PYTHON "' '" + source("tools/hf/oracle.py") + "' batch < '" + in + "' > '" + out + "'");
+    auto r =
+        run_command("'" BRL_PYTHON "' '" + source("tools/hf/oracle.py") + "' batch < '" + in + "' > '" + out + "'");
     if (r && out_lines) {
       std::ifstream f(out);
       for (std::string line; std::getline(f, line);) out_lines->push_back(line);

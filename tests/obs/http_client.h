@@ -25,7 +25,7 @@ inline int free_port() {
 }
 
 struct RawResponse {
-  int status = 0;   // 0: no answer
+  int status = 0;  // 0: no answer
   std::string head, body;
 };
 

@@ -30,13 +30,13 @@ TEST(HttpParse, RequestLineAndHeaders) {
 }
 
 TEST(HttpParse, MalformedRequestsAreRejectedWithAReason) {
-  for (const char* bad : {"GET / HTTP/1.1",                         // no CRLF
-                          "GET / HTTP/2.0\r\nHost: a\r\n\r\n",      // version
-                          "GET /\r\nHost: a\r\n\r\n",               // two parts
+  for (const char* bad : {"GET / HTTP/1.1",                          // no CRLF
+                          "GET / HTTP/2.0\r\nHost: a\r\n\r\n",       // version
+                          "GET /\r\nHost: a\r\n\r\n",                // two parts
                           "GET status HTTP/1.1\r\nHost: a\r\n\r\n",  // target without '/'
-                          "GET / HTTP/1.1\r\n\r\n",                 // 1.1 without Host
-                          "GET / HTTP/1.1\r\nHost a\r\n\r\n",       // header without ':'
-                          "G(T / HTTP/1.1\r\nHost: a\r\n\r\n",      // method not a token
+                          "GET / HTTP/1.1\r\n\r\n",                  // 1.1 without Host
+                          "GET / HTTP/1.1\r\nHost a\r\n\r\n",        // header without ':'
+                          "G(T / HTTP/1.1\r\nHost: a\r\n\r\n",       // method not a token
                           "GET / HTTP/1.1\r\nBad Name: x\r\nHost: a\r\n\r\n"}) {
     auto r = parse_request(bad);
     EXPECT_FALSE(r) << bad;
@@ -86,10 +86,16 @@ struct TestServer {
   std::atomic<bool> ready{false};
   HttpServer server;
   TestServer(const std::string& host, const std::string& token) : server({host, 0, false}, token) {
-    server.route("/health", [this](const HttpRequest&) -> HttpResponse {
-      return ready ? HttpResponse{200, "text/plain", "ok\n", {}} : HttpResponse{503, "text/plain", "starting\n", {}};
-    }, true);
-    server.route("/data", [](const HttpRequest& r) -> HttpResponse { return {200, "application/json", "{\"q\":\"" + r.query + "\"}", {}}; });
+    server.route(
+        "/health",
+        [this](const HttpRequest&) -> HttpResponse {
+          return ready ? HttpResponse{200, "text/plain", "ok\n", {}}
+                       : HttpResponse{503, "text/plain", "starting\n", {}};
+        },
+        true);
+    server.route("/data", [](const HttpRequest& r) -> HttpResponse {
+      return {200, "application/json", "{\"q\":\"" + r.query + "\"}", {}};
+    });
   }
 };
 }  // namespace

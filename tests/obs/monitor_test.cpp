@@ -21,8 +21,8 @@ using namespace brl;
 
 namespace {
 
-protocol::FoldedUpdate folded(const std::string& w, const std::string& id, int64_t samples, double reward, uint64_t size,
-                              int64_t staleness) {
+protocol::FoldedUpdate folded(const std::string& w, const std::string& id, int64_t samples, double reward,
+                              uint64_t size, int64_t staleness) {
   protocol::FoldedUpdate u;
   u.worker = w;
   u.id = id;
@@ -89,7 +89,8 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
                {{"w2", "c", "stale: base version 0 is 9 versions behind (max_staleness 8)"}});
   put_manifest(*bucket, 2, {folded("w0", "d", 20, 0.7, 1000, 0)});
   store::LocalStore writer(tmp.path.string());
-  ASSERT_TRUE(writer.put(protocol::eval_key(2), protocol::EvalRecord{2, 200, 1, 0.5, 0.5, 8, 0.25, 0.75}.to_json().dump()));
+  ASSERT_TRUE(
+      writer.put(protocol::eval_key(2), protocol::EvalRecord{2, 200, 1, 0.5, 0.5, 8, 0.25, 0.75}.to_json().dump()));
   obs::Monitor mon(std::move(bucket));
   obs::HttpServer server({"127.0.0.1", 0, false}, "");
   obs::add_proxy_routes(server, mon);
@@ -141,15 +142,16 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
 
   std::string text = mon.metrics();
   EXPECT_EQ(test::check_prometheus_text(text), "") << text;
-  for (const char* line : {"bucketrl_ready 1\n", "bucketrl_version 2\n", "bucketrl_updates_accepted_total 3\n",
-                           "bucketrl_updates_rejected_total{reason=\"stale\"} 1\n", "bucketrl_workers{state=\"alive\"} 1\n",
-                           "bucketrl_workers{state=\"lost\"} 1\n", "bucketrl_workers{state=\"stopped\"} 0\n",
-                           "bucketrl_bytes_in_total 0\n",  // v0..v2 were there before this proxy started
-                           "bucketrl_train_reward 0.7\n", "bucketrl_worker_updates_folded{worker=\"w0\"} 2\n",
-                           "bucketrl_worker_device_memory_bytes{worker=\"w0\",device=\"cuda:0 NVIDIA H200\"} 3221225472\n",
-                           "bucketrl_heldout_accuracy 0.5\n", "bucketrl_heldout_pass_at_k{k=\"1\"} 0.25\n",
-                           "bucketrl_heldout_pass_at_k{k=\"8\"} 0.75\n", "bucketrl_run_health{state=\"ok\"} 1\n",
-                           "bucketrl_run_health{state=\"collapsed\"} 0\n", "bucketrl_run_health_since_version -1\n"})
+  for (const char* line :
+       {"bucketrl_ready 1\n", "bucketrl_version 2\n", "bucketrl_updates_accepted_total 3\n",
+        "bucketrl_updates_rejected_total{reason=\"stale\"} 1\n", "bucketrl_workers{state=\"alive\"} 1\n",
+        "bucketrl_workers{state=\"lost\"} 1\n", "bucketrl_workers{state=\"stopped\"} 0\n",
+        "bucketrl_bytes_in_total 0\n",  // v0..v2 were there before this proxy started
+        "bucketrl_train_reward 0.7\n", "bucketrl_worker_updates_folded{worker=\"w0\"} 2\n",
+        "bucketrl_worker_device_memory_bytes{worker=\"w0\",device=\"cuda:0 NVIDIA H200\"} 3221225472\n",
+        "bucketrl_heldout_accuracy 0.5\n", "bucketrl_heldout_pass_at_k{k=\"1\"} 0.25\n",
+        "bucketrl_heldout_pass_at_k{k=\"8\"} 0.75\n", "bucketrl_run_health{state=\"ok\"} 1\n",
+        "bucketrl_run_health{state=\"collapsed\"} 0\n", "bucketrl_run_health_since_version -1\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 
   // A new version appears: the reader picks it up, the counters count it.
@@ -158,8 +160,9 @@ TEST(Monitor, StatusAndMetricsFromTheBucketAndTheLiveState) {
   mon.update(live);
   mon.sync_once();
   text = mon.metrics();
-  for (const char* line : {"bucketrl_version 3\n", "bucketrl_bytes_in_total 500\n", "bucketrl_aggregation_seconds_sum 0.25\n",
-                           "bucketrl_aggregation_seconds_count 1\n", "bucketrl_train_reward 0.9\n"})
+  for (const char* line :
+       {"bucketrl_version 3\n", "bucketrl_bytes_in_total 500\n", "bucketrl_aggregation_seconds_sum 0.25\n",
+        "bucketrl_aggregation_seconds_count 1\n", "bucketrl_train_reward 0.9\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 
   auto s = test::http_get(port, "/status");
@@ -190,7 +193,8 @@ TEST(Monitor, CollapsedRunIsFlaggedEverywhere) {
   for (int64_t v = 1; v <= 23; ++v) {
     const bool early = v <= 3;  // then 20 versions (proxy.collapse_versions) without variance
     put_manifest(writer, v, {folded("w0", "u" + std::to_string(100 + v), 64, early ? 0.9 : 0.0, 100, 0)}, {}, 0,
-                 {{"reward_mean", early ? 0.9 : 0.0}, {"frac_reward_zero_std", early ? 0.2 : 1.0},
+                 {{"reward_mean", early ? 0.9 : 0.0},
+                  {"frac_reward_zero_std", early ? 0.2 : 1.0},
                   {"best_reward", {{"version", 1}, {"reward_mean", 0.9}}}});  // as the proxy records it
   }
   ASSERT_TRUE(writer.put(protocol::latest_key(), "23"));

@@ -44,7 +44,8 @@ TEST(Plot, PointsLandWhereTheAxesSay) {
   EXPECT_NEAR(c[1].second, 213, 0.01);  // 370 - 0.5 * 314
   EXPECT_NEAR(c[2].first, 780, 0.01);
   EXPECT_NEAR(c[2].second, 56, 0.01);
-  EXPECT_NE(svg.find("<path class=\"series\" d=\"M70.00,370.00L425.00,213.00L780.00,56.00\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<path class=\"series\" d=\"M70.00,370.00L425.00,213.00L780.00,56.00\""), std::string::npos)
+      << svg;
   EXPECT_NE(svg.find(">0.2</text>"), std::string::npos);  // y tick labels with the step's decimals
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
@@ -78,7 +79,7 @@ TEST(Plot, RunPlots) {
   };
   std::string by_time = read(dir + "/reward_over_time.svg"), by_version = read(dir + "/reward_per_version.svg"),
               versions = read(dir + "/versions_over_time.svg");
-  EXPECT_EQ(circles(by_time).size(), 4u);     // v1..v4 (v0 folds nothing)
+  EXPECT_EQ(circles(by_time).size(), 4u);  // v1..v4 (v0 folds nothing)
   EXPECT_NE(by_time.find("class=\"band\""), std::string::npos);
   EXPECT_EQ(circles(by_version).size(), 8u);  // 4 rewards + 2 evaluations + pass@1 and pass@8 of one
   EXPECT_NE(by_version.find("held-out accuracy"), std::string::npos);

@@ -36,7 +36,8 @@ inline std::string check_prometheus_text(const std::string& text) {
       family_type = m[2];
       seen.insert(family);
       if (family_type == "counter" && family.size() < 6) return where + "counter not named *_total";
-      if (family_type == "counter" && family.compare(family.size() - 6, 6, "_total") != 0) return where + "counter not named *_total";
+      if (family_type == "counter" && family.compare(family.size() - 6, 6, "_total") != 0)
+        return where + "counter not named *_total";
     } else if (std::regex_match(line, m, sample)) {
       std::string name = m[1];
       bool ok = name == family || (family_type == "summary" && (name == family + "_sum" || name == family + "_count"));

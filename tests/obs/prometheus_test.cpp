@@ -18,7 +18,12 @@ TEST(Prometheus, ExactText) {
   p.family("msdos_file_access_time_seconds", "gauge", "a\\b\nc")
       .sample(1.458255915e9, {{"path", "C:\\DIR\\FILE.TXT"}, {"error", "Cannot find file:\n\"FILE.TXT\""}});
   p.family("rpc_duration_seconds", "summary", "A summary.").sample(1.7560473e7, {}, "_sum").sample(2693, {}, "_count");
-  p.family("weird", "gauge", "specials").sample(std::nan("")).sample(INFINITY).sample(-INFINITY).sample(0.25).sample(-3);
+  p.family("weird", "gauge", "specials")
+      .sample(std::nan(""))
+      .sample(INFINITY)
+      .sample(-INFINITY)
+      .sample(0.25)
+      .sample(-3);
   EXPECT_EQ(p.str(),
             "# HELP http_requests_total The total number of HTTP requests.\n"
             "# TYPE http_requests_total counter\n"
@@ -26,7 +31,8 @@ TEST(Prometheus, ExactText) {
             "http_requests_total{method=\"post\",code=\"400\"} 3\n"
             "# HELP msdos_file_access_time_seconds a\\\\b\\nc\n"
             "# TYPE msdos_file_access_time_seconds gauge\n"
-            "msdos_file_access_time_seconds{path=\"C:\\\\DIR\\\\FILE.TXT\",error=\"Cannot find file:\\n\\\"FILE.TXT\\\"\"} 1458255915\n"
+            "msdos_file_access_time_seconds{path=\"C:\\\\DIR\\\\FILE.TXT\",error=\"Cannot find "
+            "file:\\n\\\"FILE.TXT\\\"\"} 1458255915\n"
             "# HELP rpc_duration_seconds A summary.\n"
             "# TYPE rpc_duration_seconds summary\n"
             "rpc_duration_seconds_sum 17560473\n"
@@ -52,11 +58,11 @@ TEST(Prometheus, Names) {
 
 TEST(Prometheus, TheCheckerCatchesBrokenText) {
   using brl::test::check_prometheus_text;
-  EXPECT_FALSE(check_prometheus_text("x 1\n").empty());                                      // no TYPE
-  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x counter\nx 1\n").empty());        // counter without _total
-  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx{a=\"b} 1\n").empty());   // unterminated label
+  EXPECT_FALSE(check_prometheus_text("x 1\n").empty());                                     // no TYPE
+  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x counter\nx 1\n").empty());       // counter without _total
+  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx{a=\"b} 1\n").empty());  // unterminated label
   EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx{a=\"\\q\"} 1\n").empty());  // bad escape
-  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx one\n").empty());        // value
-  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx 1").empty());            // no final newline
-  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\ny 1\n").empty());          // other family
+  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx one\n").empty());           // value
+  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\nx 1").empty());               // no final newline
+  EXPECT_FALSE(check_prometheus_text("# HELP x h\n# TYPE x gauge\ny 1\n").empty());             // other family
 }

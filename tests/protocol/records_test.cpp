@@ -161,7 +161,8 @@ TEST(SignedUpdate, RoundTrip) {
   EXPECT_EQ(why_not(p.header, {key.public_key()}), "");
   EXPECT_EQ(why_not(p.header, {}), "");  // no allow-list: verified against its own signer
   // The signature is over the header without it, under the domain tag.
-  EXPECT_TRUE(ed25519::verify(key.public_key(), update_signing_bytes(p.header), base64_decode(p.header.signature).value()));
+  EXPECT_TRUE(
+      ed25519::verify(key.public_key(), update_signing_bytes(p.header), base64_decode(p.header.signature).value()));
   EXPECT_EQ(update_signing_bytes(p.header).rfind("bucketrl update signature v1\n", 0), 0u);
   EXPECT_EQ(update_signing_bytes(p.header).find("\"signature\""), std::string::npos);
   // A field this build does not know (a newer worker's) is kept, and signed like the rest.
@@ -364,7 +365,8 @@ TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRange) {
   EXPECT_FALSE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1.76e39})", "hb"));
   EXPECT_FALSE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1, "pid": 1e300})", "hb"));
   EXPECT_TRUE(Heartbeat::parse(R"({"worker": "w", "state": "training", "time_ms": 1})", "hb"));
-  EXPECT_FALSE(EvalRecord::parse(R"({"version": 1, "n": 1e19, "time_ms": 1, "accuracy": 0.5, "reward_mean": 0.5})", "ev"));
+  EXPECT_FALSE(
+      EvalRecord::parse(R"({"version": 1, "n": 1e19, "time_ms": 1, "accuracy": 0.5, "reward_mean": 0.5})", "ev"));
 }
 
 // pass@k travels with an evaluation when measured, and older records without it still parse.
@@ -398,10 +400,15 @@ TEST(Bucket, AdapterEncodingRoundTripsAndRejectsNonFinite) {
 // 2^-7) * 2^127) clamp to it; 2 bytes an element; a reader that wants F32 refuses them.
 TEST(Bucket, Bf16AdapterEncodingRoundsToNearestEven) {
   const float kMaxBf16 = std::ldexp(2.0f - std::ldexp(1.0f, -7), 127);
-  std::vector<float> x{1.0f, 1 + std::ldexp(1.0f, -8), 1 + 3 * std::ldexp(1.0f, -8), 1 + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20),
-                       -2.5f, std::numeric_limits<float>::max(), 1e-3f};
-  std::vector<float> want{1.0f, 1.0f, 1 + std::ldexp(1.0f, -6), 1 + std::ldexp(1.0f, -7), -2.5f, kMaxBf16,
-                          0.00099945068359375f};  // 1e-3 = 1.024 * 2^-10 -> 1.0234375 * 2^-10
+  std::vector<float> x{1.0f,
+                       1 + std::ldexp(1.0f, -8),
+                       1 + 3 * std::ldexp(1.0f, -8),
+                       1 + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20),
+                       -2.5f,
+                       std::numeric_limits<float>::max(),
+                       1e-3f};
+  std::vector<float> want{1.0f,  1.0f,     1 + std::ldexp(1.0f, -6), 1 + std::ldexp(1.0f, -7),
+                          -2.5f, kMaxBf16, 0.00099945068359375f};  // 1e-3 = 1.024 * 2^-10 -> 1.0234375 * 2^-10
   std::vector<codec::Tensor> a{{"t", {static_cast<int64_t>(x.size())}, x}};
   std::string bytes = encode_adapter(a, st::DType::BF16);
   auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "a");
@@ -412,7 +419,8 @@ TEST(Bucket, Bf16AdapterEncodingRoundsToNearestEven) {
   EXPECT_EQ((*back)[0].data, want);
   auto strict = finite_float_tensors(f, "state", false);
   ASSERT_FALSE(strict);
-  EXPECT_NE(strict.status().message().find("state: tensor t is not F32"), std::string::npos) << strict.status().to_string();
+  EXPECT_NE(strict.status().message().find("state: tensor t is not F32"), std::string::npos)
+      << strict.status().to_string();
 }
 
 TEST(Bucket, PublishIsCreateOnlyAndNewestLooksPastLatest) {
@@ -489,7 +497,8 @@ TEST(Verify, AcceptsAGoodRunAndNamesEachViolation) {
   ASSERT_TRUE(publish_version(*o.s, o0, encode_adapter(adapter(0))).is_ok());
   EXPECT_TRUE(verify_run(*o.s).ok()) << verify_run(*o.s).summary();
   ASSERT_TRUE(o.s->put(version_dir(0) + "outer-x.safetensors", "tampered").is_ok());
-  EXPECT_NE(verify_run(*o.s).summary().find("outer state " + version_dir(0) + "outer-x.safetensors does not match"), std::string::npos)
+  EXPECT_NE(verify_run(*o.s).summary().find("outer state " + version_dir(0) + "outer-x.safetensors does not match"),
+            std::string::npos)
       << verify_run(*o.s).summary();
 }
 
@@ -500,8 +509,8 @@ TEST(Verify, AccountsForEveryUpdateObject) {
   put_run(*b.s);
   Manifest m0 = manifest(0);
   ASSERT_TRUE(publish_version(*b.s, m0, encode_adapter(adapter(0))).is_ok());
-  const std::string folded = make_update_id(1000, 1), rejected = make_update_id(2000, 2), skipped = make_update_id(1500, 3),
-                    pending = make_update_id(3000, 4);
+  const std::string folded = make_update_id(1000, 1), rejected = make_update_id(2000, 2),
+                    skipped = make_update_id(1500, 3), pending = make_update_id(3000, 4);
   Manifest m1 = manifest(1, {FoldedUpdate{"w1", folded, "s1", "p1", 10, 0, 0, 1, 64, 64, 1, 0, 0}});
   m1.rejected = {{"w1", rejected, "stale: too old"}};
   m1.cursors = {{"w1", rejected}};
@@ -515,7 +524,8 @@ TEST(Verify, AccountsForEveryUpdateObject) {
   // Before the cursor yet recorded nowhere: the proxy skipped it.
   ASSERT_TRUE(b.s->put(update_key("w1", skipped), "x").is_ok());
   auto lost = verify_run(*b.s);
-  EXPECT_NE(lost.summary().find("update " + update_key("w1", skipped) + " is neither folded nor rejected"), std::string::npos)
+  EXPECT_NE(lost.summary().find("update " + update_key("w1", skipped) + " is neither folded nor rejected"),
+            std::string::npos)
       << lost.summary();
   ASSERT_TRUE(b.s->remove(update_key("w1", skipped)).is_ok());
 
@@ -526,7 +536,8 @@ TEST(Verify, AccountsForEveryUpdateObject) {
   ASSERT_TRUE(publish_version(*b.s, m2, encode_adapter(adapter(2))).is_ok());
   auto bad = verify_run(*b.s);
   EXPECT_NE(bad.summary().find("update w1/" + folded + " is recorded (folded or rejected) in 2 manifests: v1, v2"),
-            std::string::npos) << bad.summary();
+            std::string::npos)
+      << bad.summary();
   EXPECT_NE(bad.summary().find("without a reason"), std::string::npos) << bad.summary();
   EXPECT_EQ(bad.updates_pending, 0) << bad.summary();
 }
@@ -541,8 +552,10 @@ TEST(Health, LostStragglingStoppedAlive) {
     return h;
   };
   int64_t now = 1000000;
-  std::map<std::string, Heartbeat> b{{"a", beat("a", now - 1000, 100)},  {"b", beat("b", now - 2000, 110)},
-                                     {"c", beat("c", now - 3000, 20)},   {"d", beat("d", now - 61000, 100)},
+  std::map<std::string, Heartbeat> b{{"a", beat("a", now - 1000, 100)},
+                                     {"b", beat("b", now - 2000, 110)},
+                                     {"c", beat("c", now - 3000, 20)},
+                                     {"d", beat("d", now - 61000, 100)},
                                      {"e", beat("e", now - 500, 0, "stopped")}};
   auto h = classify_health(b, now, {60, 0.25});
   EXPECT_EQ(h["a"], Health::alive);

@@ -67,10 +67,15 @@ TEST(RunHealth, CollapseWinsAndStatusTextSaysIt) {
   EXPECT_EQ(h.state, "collapsed");
   EXPECT_EQ(h.since_version, 2);
   nlohmann::json st{{"run", {{"id", "r"}, {"task", "t"}, {"codec", "int8"}, {"mode", "fedavg"}}},
-                    {"bucket", "file:///b"}, {"version", 30}, {"versions", nlohmann::json::array()},
-                    {"evals", nlohmann::json::array()}, {"workers", nlohmann::json::array()},
-                    {"rejected", nlohmann::json::array()}, {"run_health", h.to_json()}};
-  EXPECT_NE(format_status(st).find("run health: collapsed since v2: no prompt group"), std::string::npos) << format_status(st);
+                    {"bucket", "file:///b"},
+                    {"version", 30},
+                    {"versions", nlohmann::json::array()},
+                    {"evals", nlohmann::json::array()},
+                    {"workers", nlohmann::json::array()},
+                    {"rejected", nlohmann::json::array()},
+                    {"run_health", h.to_json()}};
+  EXPECT_NE(format_status(st).find("run health: collapsed since v2: no prompt group"), std::string::npos)
+      << format_status(st);
   st["run_health"] = RunHealth().to_json();
   EXPECT_EQ(format_status(st).find("run health"), std::string::npos);
 }

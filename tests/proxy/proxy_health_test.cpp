@@ -18,7 +18,9 @@ void put_update(store::ObjectStore& s, const std::string& w, int64_t seq, int64_
   auto h = test::update_header(w, seq, base, samples);
   h.reward_mean = reward;
   h.frac_reward_zero_std = zero_std;
-  ASSERT_TRUE(s.put(protocol::update_key(w, h.id), protocol::encode_update(h, test::fp32_payload(test::tiny_delta(0.01f * static_cast<float>(seq + 1))))));
+  ASSERT_TRUE(
+      s.put(protocol::update_key(w, h.id),
+            protocol::encode_update(h, test::fp32_payload(test::tiny_delta(0.01f * static_cast<float>(seq + 1))))));
 }
 }  // namespace
 

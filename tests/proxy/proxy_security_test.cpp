@@ -75,19 +75,21 @@ TEST(ProxySecurity, AllowListRejectsEachAttackWithItsReason) {
 
   const std::string good = object("wa", 0, delta(0.01f), &alice);
   put(*s, "wa", 0, good);
-  put(*s, "wa", 1, good);                                          // the same object under a new id
-  put(*s, "wb", 2, object("wb", 2, delta(0.02f), nullptr));        // unsigned
-  put(*s, "wc", 3, object("wc", 3, delta(0.03f), &mallory));       // a key not on the list
+  put(*s, "wa", 1, good);                                     // the same object under a new id
+  put(*s, "wb", 2, object("wb", 2, delta(0.02f), nullptr));   // unsigned
+  put(*s, "wc", 3, object("wc", 3, delta(0.03f), &mallory));  // a key not on the list
   put(*s, "wd", 4, tampered(object("wd", 4, delta(0.04f), &alice), [](protocol::UpdateHeader& h) {
-        std::string sig = base64_decode(h.signature).value();
-        sig[7] ^= 0x20;
-        h.signature = base64_encode(sig);
-      }));                                                         // bad signature
-  put(*s, "we", 5, tampered(object("we", 5, delta(0.05f), &alice), [](protocol::UpdateHeader& h) { h.samples = 100000; }));
-  put(*s, "wf", 6, object("wf", 6, delta(0.01f), &alice));         // wa's delta again, freshly signed
+    std::string sig = base64_decode(h.signature).value();
+    sig[7] ^= 0x20;
+    h.signature = base64_encode(sig);
+  }));  // bad signature
+  put(*s, "we", 5,
+      tampered(object("we", 5, delta(0.05f), &alice), [](protocol::UpdateHeader& h) { h.samples = 100000; }));
+  put(*s, "wf", 6, object("wf", 6, delta(0.01f), &alice));  // wa's delta again, freshly signed
   put(*s, "wg", 7, object("wg", 7, delta(0.07f), &bob));
-  put(*s, "wh", 8, tampered(object("wh", 8, delta(0.08f), &mallory),
-                            [&](protocol::UpdateHeader& h) { h.signer = key_line(alice); }));  // claims alice's key
+  put(*s, "wh", 8, tampered(object("wh", 8, delta(0.08f), &mallory), [&](protocol::UpdateHeader& h) {
+    h.signer = key_line(alice);
+  }));  // claims alice's key
 
   Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
@@ -117,8 +119,8 @@ TEST(ProxySecurity, AllowListRejectsEachAttackWithItsReason) {
 
   // A restarted proxy knows them from the manifests: the same replays are refused again.
   Proxy q(test::proxy_options(dir, "p2"));
-  put(*s, "wa", 9, good);                                       // id replay
-  put(*s, "wi", 10, object("wi", 10, delta(0.07f), &alice));     // wg's delta
+  put(*s, "wa", 9, good);                                     // id replay
+  put(*s, "wi", 10, object("wi", 10, delta(0.07f), &alice));  // wg's delta
   put(*s, "wj", 11, object("wj", 11, delta(0.09f), &alice, 1));
   ASSERT_TRUE(q.poll_once());
   auto m2 = protocol::read_manifest(ls, 2).value();
@@ -136,7 +138,8 @@ TEST(ProxySecurity, RunWithoutAllowList) {
   test::make_run(*s, RunConfig{}, v0());
   put(*s, "wa", 0, object("wa", 0, delta(0.01f), nullptr));
   put(*s, "wb", 1, object("wb", 1, delta(0.02f), &k));
-  put(*s, "wc", 2, tampered(object("wc", 2, delta(0.03f), &k), [](protocol::UpdateHeader& h) { h.base_version = 0, h.steps = 9; }));
+  put(*s, "wc", 2,
+      tampered(object("wc", 2, delta(0.03f), &k), [](protocol::UpdateHeader& h) { h.base_version = 0, h.steps = 9; }));
   Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   auto m1 = protocol::read_manifest(*s, 1).value();
@@ -171,8 +174,8 @@ TEST(ProxySecurity, AbsoluteNormBound) {
   cfg.aggregation.max_update_norm = 1.0;
   auto s = protocol::open_bucket(dir);
   test::make_run(*s, cfg, v0());
-  put(*s, "wa", 0, object("wa", 0, delta(0.2f), nullptr));   // |delta| 0.8
-  put(*s, "wb", 1, object("wb", 1, delta(0.3f), nullptr));   // |delta| 1.2
+  put(*s, "wa", 0, object("wa", 0, delta(0.2f), nullptr));  // |delta| 0.8
+  put(*s, "wb", 1, object("wb", 1, delta(0.3f), nullptr));  // |delta| 1.2
   Proxy p(test::proxy_options(dir, "p1"));
   ASSERT_TRUE(p.poll_once());
   auto m1 = protocol::read_manifest(*s, 1).value();
@@ -192,7 +195,9 @@ TEST(ProxySecurity, RelativeNormBoundKeepsItsWindowAcrossARestart) {
   cfg.aggregation.update_norm_window = 4;
   auto s = protocol::open_bucket(dir);
   test::make_run(*s, cfg, v0());
-  auto up = [&](const std::string& w, int64_t seq, float c, int64_t base) { put(*s, w, seq, object(w, seq, delta(c), nullptr, base)); };
+  auto up = [&](const std::string& w, int64_t seq, float c, int64_t base) {
+    put(*s, w, seq, object(w, seq, delta(c), nullptr, base));
+  };
   // Norms 0.4, 0.48, then 8: accepted, two norms are too few to judge by.
   up("wa", 0, 0.1f, 0);
   up("wb", 1, 0.12f, 0);

@@ -46,7 +46,8 @@ inline void make_run(store::ObjectStore& s, RunConfig cfg, const std::vector<cod
   m.parent = -1;
   m.proxy = "init";
   ASSERT_TRUE(protocol::publish_version(
-      s, m, protocol::encode_adapter(v0, cfg.aggregation.publish_bf16() ? st::DType::BF16 : st::DType::F32)).is_ok());
+                  s, m, protocol::encode_adapter(v0, cfg.aggregation.publish_bf16() ? st::DType::BF16 : st::DType::F32))
+                  .is_ok());
   protocol::RunDescription r;
   r.run_id = "proxy-test";
   r.base_files = {{"config.json", std::string(64, 'a'), 10}};

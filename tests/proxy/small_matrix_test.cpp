@@ -85,7 +85,8 @@ TEST(SmallMatrix, KnownSpectra) {
   for (size_t n : {1, 3, 8, 16, 33}) {
     SCOPED_TRACE(n);
     std::vector<double> want(n);
-    for (size_t i = 0; i < n; ++i) want[i] = std::pow(10.0, -12.0 * static_cast<double>(i % 7) / 6.0) * (i % 3 == 0 ? -1 : 1);
+    for (size_t i = 0; i < n; ++i)
+      want[i] = std::pow(10.0, -12.0 * static_cast<double>(i % 7) / 6.0) * (i % 3 == 0 ? -1 : 1);
     Mat q = orthogonal(n, g);
     auto ev = small::symmetric_eigenvalues(mul(mul(q, diag(want), n), transpose(q, n), n), n);
     auto sorted = want;

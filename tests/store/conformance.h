@@ -159,8 +159,9 @@ TEST_P(StoreConformance, RangeGet) {
 }
 
 TEST_P(StoreConformance, HeadAndEtag) {
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   put_ok("h/obj", std::string(1234, 'x'));
   auto h = store_->head("h/obj");
   ASSERT_TRUE(h) << h.status().to_string();
@@ -182,8 +183,8 @@ TEST_P(StoreConformance, HeadAndEtag) {
 }
 
 TEST_P(StoreConformance, ListOrderPagingPrefixStartAfter) {
-  std::vector<std::string> keys = {"k/a.c", "k/a/b", "k/a/c/d", "k/a-", "k/a0", "k/b", "k/B",
-                                   "k/z/y/x", "top", "k/\xc3\xa9", "k/~"};
+  std::vector<std::string> keys = {"k/a.c", "k/a/b",   "k/a/c/d", "k/a-",       "k/a0", "k/b",
+                                   "k/B",   "k/z/y/x", "top",     "k/\xc3\xa9", "k/~"};
   for (int i = 0; i < 20; ++i) {
     char b[16];
     std::snprintf(b, sizeof b, "k/n/%03d", i);
@@ -403,8 +404,9 @@ TEST_P(StoreConformance, LargeFileStreaming) {
 }
 
 TEST_P(StoreConformance, KeyValidation) {
-  const std::vector<std::string> bad = {"", "/abs", "a//b", "a/../b", "..", "a/./b", "trailing/",
-                                        std::string("nul\0byte", 8), ".brl-tmp-x", "d/.brl-tmp-x"};
+  const std::vector<std::string> bad = {"",           "/abs",        "a//b",      "a/../b",
+                                        "..",         "a/./b",       "trailing/", std::string("nul\0byte", 8),
+                                        ".brl-tmp-x", "d/.brl-tmp-x"};
   for (auto& k : bad) {
     EXPECT_EQ(store_->put(k, "x").code(), StatusCode::kInvalidArgument) << "put '" << k << "'";
     EXPECT_EQ(store_->get(k).status().code(), StatusCode::kInvalidArgument) << "get '" << k << "'";
@@ -431,8 +433,8 @@ TEST_P(StoreConformance, PrefixIsolation) {
 }  // namespace brl::store::conformance
 
 // Instantiates the suite for one backend. `factory` is a StoreFactory expression.
-#define BRL_STORE_CONFORMANCE(backend, factory)                                                 \
-  namespace brl::store::conformance {                                                           \
+#define BRL_STORE_CONFORMANCE(backend, factory)                                                           \
+  namespace brl::store::conformance {                                                                     \
   INSTANTIATE_TEST_SUITE_P(backend, StoreConformance, ::testing::Values(StoreBackend{#backend, factory}), \
-                           [](const auto& info) { return info.param.name; });                    \
+                           [](const auto& info) { return info.param.name; });                             \
   }

@@ -158,7 +158,8 @@ TEST(HostIsIp, Cases) {
 // The INI reader strips what Python's str.strip() does (the AWS CLI's reader), form feed and
 // vertical tab included: fuzz/corpus/aws_config/formfeed_key kept "region\f" as a key.
 TEST(ParseIni, TrimsLikeTheAwsCli) {
-  auto ini = brl::store::parse_ini("[default]\nregion\f = us-east-1\v\naws_access_key_id=\tAK \n\f[profile \v x]\nk=v\n");
+  auto ini =
+      brl::store::parse_ini("[default]\nregion\f = us-east-1\v\naws_access_key_id=\tAK \n\f[profile \v x]\nk=v\n");
   EXPECT_EQ(ini["default"]["region"], "us-east-1");
   EXPECT_EQ(ini["default"]["aws_access_key_id"], "AK");
   EXPECT_EQ(ini["profile x"]["k"], "v");

@@ -27,7 +27,10 @@ const std::string& test_root() {
   static const std::string& root = *[] {
     auto* t = new std::string((fs::temp_directory_path() / "brl-local-store-XXXXXX").string());
     BRL_ASSERT(::mkdtemp(t->data()) != nullptr);
-    std::atexit([] { std::error_code ec; fs::remove_all(test_root(), ec); });
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove_all(test_root(), ec);
+    });
     return t;
   }();
   return root;
@@ -115,7 +118,8 @@ TEST(ValidateKey, NamesKeyAndRule) {
 
 TEST_F(LocalStoreTest, TempFilesAreInvisibleAndStaleOnesAreCleaned) {
   ASSERT_TRUE(store_->put("x/real", "1"));
-  for (std::string p : {dir_ + "/" + std::string(kTempPrefix) + "junk", dir_ + "/x/" + std::string(kTempPrefix) + "junk"}) {
+  for (std::string p :
+       {dir_ + "/" + std::string(kTempPrefix) + "junk", dir_ + "/x/" + std::string(kTempPrefix) + "junk"}) {
     std::ofstream(p) << "partial";
   }
   auto l = store_->list_all("");
@@ -192,7 +196,7 @@ TEST_F(LocalStoreTest, DiskFullGivesIOErrorAndNoPartialObject) {
       if (st.code() != StatusCode::kIOError) return 11;
       if (st.message().find("No space left") == std::string::npos) return 12;
       if (st.message().find("cannot write '" + mnt + "/") == std::string::npos) return 13;  // names the object
-      if (st.message().find("free space") == std::string::npos) return 17;                 // says what to do
+      if (st.message().find("free space") == std::string::npos) return 17;                  // says what to do
     }
     if (*s.get("keep") != "old") return 14;
     if (count_temp_files(mnt) != 0) return 15;

@@ -28,7 +28,10 @@ std::unique_ptr<ObjectStore> faulty_retried_factory(const std::string& prefix) {
   static const std::string& root = *[] {
     auto* t = new std::string((fs::temp_directory_path() / "brl-retry-conf-XXXXXX").string());
     BRL_ASSERT(::mkdtemp(t->data()) != nullptr);
-    std::atexit([] { std::error_code ec; fs::remove_all(root, ec); });
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove_all(root, ec);
+    });
     return t;
   }();
   static std::atomic<uint64_t> seed{100};

@@ -11,7 +11,9 @@ using namespace brl::store::s3_detail;
 
 TEST(S3Xml, Unescape) {
   EXPECT_EQ(xml_unescape("a&amp;b&lt;c&gt;&quot;d&apos;e"), "a&b<c>\"d'e");
-  EXPECT_EQ(xml_unescape("&#x20AC;&#233;&#65;"), "\xe2\x82\xac\xc3\xa9" "A");
+  EXPECT_EQ(xml_unescape("&#x20AC;&#233;&#65;"),
+            "\xe2\x82\xac\xc3\xa9"
+            "A");
   EXPECT_EQ(xml_unescape("&bogus; & &#xZZ; &"), "&bogus; & &#xZZ; &");
 }
 
@@ -50,7 +52,8 @@ TEST(S3Xml, ListObjectsV2Page) {
 }
 
 TEST(S3Xml, LastPageEmptyAndMalformed) {
-  auto last = parse_list_v2("<ListBucketResult><IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></ListBucketResult>", "");
+  auto last =
+      parse_list_v2("<ListBucketResult><IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></ListBucketResult>", "");
   ASSERT_TRUE(last);
   EXPECT_TRUE(last->objects.empty());
   EXPECT_TRUE(last->next.empty());
@@ -60,8 +63,9 @@ TEST(S3Xml, LastPageEmptyAndMalformed) {
 }
 
 TEST(S3Xml, ErrorBodyAndElementBoundaries) {
-  const std::string err = "<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature &amp; more</Message>"
-                          "<KeyCount>9</KeyCount><Key>k</Key></Error>";
+  const std::string err =
+      "<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature &amp; more</Message>"
+      "<KeyCount>9</KeyCount><Key>k</Key></Error>";
   EXPECT_EQ(xml_text(err, "Code"), "SignatureDoesNotMatch");
   EXPECT_EQ(xml_text(err, "Message"), "The request signature & more");
   EXPECT_EQ(xml_text(err, "Key"), "k") << "<KeyCount> is not <Key>";
@@ -101,7 +105,8 @@ TEST(S3Options, FromEnvironment) {
   };
   S3Options d = s3_options_from_env(env({}));
   EXPECT_EQ(d.part_size, 8u << 20);
-  S3Options o = s3_options_from_env(env({{"BRL_S3_PART_SIZE_MIB", "32"}, {"BRL_S3_MAX_ATTEMPTS", "3"}, {"BRL_S3_VERIFY_ETAG", "0"}}));
+  S3Options o = s3_options_from_env(
+      env({{"BRL_S3_PART_SIZE_MIB", "32"}, {"BRL_S3_MAX_ATTEMPTS", "3"}, {"BRL_S3_VERIFY_ETAG", "0"}}));
   EXPECT_EQ(o.part_size, 32u << 20);
   EXPECT_GE(o.multipart_threshold, o.part_size);
   EXPECT_EQ(o.max_attempts, 3);

@@ -29,11 +29,11 @@ std::string missing_env() {
   return m;
 }
 
-#define REQUIRE_S3_ENV()                                                                              \
-  do {                                                                                                \
-    std::string m = missing_env();                                                                    \
-    ASSERT_TRUE(m.empty()) << "S3 test server settings missing (" << m                                 \
-                           << "): run scripts/s3-server.sh start && source .cache/s3/env.sh";         \
+#define REQUIRE_S3_ENV()                                                                      \
+  do {                                                                                        \
+    std::string m = missing_env();                                                            \
+    ASSERT_TRUE(m.empty()) << "S3 test server settings missing (" << m                        \
+                           << "): run scripts/s3-server.sh start && source .cache/s3/env.sh"; \
   } while (0)
 
 // One prefix per test-binary run, so runs never see each other's objects.
@@ -60,7 +60,8 @@ int endpoint_port() {
   return std::atoi(e.substr(e.rfind(':') + 1).c_str());
 }
 
-std::unique_ptr<ObjectStore> open_test_store(const std::string& sub, const S3Options& opt = {}, const EnvLookup& env = process_env()) {
+std::unique_ptr<ObjectStore> open_test_store(const std::string& sub, const S3Options& opt = {},
+                                             const EnvLookup& env = process_env()) {
   return open_s3_store("s3://" + bucket() + "/" + run_prefix() + "/" + sub, opt, env);
 }
 
@@ -75,7 +76,8 @@ TEST(S3Env, ServerSettingsPresent) { REQUIRE_S3_ENV(); }
 BRL_STORE_CONFORMANCE(S3, [](const std::string& unique_prefix) -> std::unique_ptr<brl::store::ObjectStore> {
   std::string m = missing_env();
   if (!m.empty()) {
-    ADD_FAILURE() << "S3 test server settings missing (" << m << "): run scripts/s3-server.sh start && source .cache/s3/env.sh";
+    ADD_FAILURE() << "S3 test server settings missing (" << m
+                  << "): run scripts/s3-server.sh start && source .cache/s3/env.sh";
     return nullptr;
   }
   return open_test_store(unique_prefix);
@@ -150,7 +152,8 @@ TEST(S3Store, UnreachableServerGivesUpWithinTheBound) {
   opt.max_attempts = 6;
   opt.max_retry_s = 3;
   opt.timeouts.connect_ms = 500;
-  auto store = open_test_store("unreachable", opt, env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(port)}}));
+  auto store =
+      open_test_store("unreachable", opt, env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(port)}}));
   auto t0 = std::chrono::steady_clock::now();
   Status st = store->put("k", "v");
   double took = seconds_since(t0);
@@ -168,7 +171,8 @@ TEST(S3Store, RetriesRecoverFromResetsHangsAndTruncation) {
   opt.max_backoff_ms = 200;
   opt.timeouts.low_speed_s = 1;  // a hung request is abandoned after ~1 s
   opt.timeouts.low_speed_bytes = 1;
-  auto store = open_test_store("faults", opt, env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy.port())}}));
+  auto store = open_test_store("faults", opt,
+                               env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy.port())}}));
   for (int i = 0; i < 20; ++i) {
     std::string key = "obj" + std::to_string(i), data = conformance::pattern_bytes(1000 + 5000 * i, i);
     Status st = store->put(key, data);
@@ -180,7 +184,8 @@ TEST(S3Store, RetriesRecoverFromResetsHangsAndTruncation) {
   auto l = store->list_all("");
   ASSERT_TRUE(l) << l.status().to_string();
   EXPECT_EQ(l->size(), 20u);
-  EXPECT_GE(proxy.injected(), 5) << "the proxy injected too few faults to show anything (" << proxy.requests() << " requests)";
+  EXPECT_GE(proxy.injected(), 5) << "the proxy injected too few faults to show anything (" << proxy.requests()
+                                 << " requests)";
   proxy.set_faults({});
   for (auto& o : *l) EXPECT_TRUE(store->remove(o.key));
 }
@@ -196,7 +201,8 @@ TEST(S3Store, CreateOnlyPutWhoseAnswerWasLostIsOursOnlyWithOurBytes) {
   brl::testing::TcpFaultProxy proxy(endpoint_port(), cut_first);
   S3Options opt;
   opt.base_backoff_ms = 20;
-  auto store = open_test_store("ambiguous", opt, env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy.port())}}));
+  auto store = open_test_store("ambiguous", opt,
+                               env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy.port())}}));
   PutOptions once;
   once.create_only = true;
   Status st = store->put("mine", "update 1 of w0", once);
@@ -224,7 +230,8 @@ TEST(S3Store, ServerStoppedMidTestRetriesThenClearError) {
   opt.max_attempts = 8;
   opt.max_retry_s = 3;
   opt.timeouts.connect_ms = 500;
-  auto store = open_test_store("stopped", opt, env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy->port())}}));
+  auto store = open_test_store("stopped", opt,
+                               env_with({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(proxy->port())}}));
   ASSERT_TRUE(store->put("k", "before"));
   proxy->stop();  // the "server" goes away, live keep-alive connection included
   auto t0 = std::chrono::steady_clock::now();

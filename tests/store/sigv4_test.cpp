@@ -53,7 +53,8 @@ Request parse_req(const std::string& text, std::string* body) {
     std::string part;
     while (std::getline(ss, part, '&')) {
       size_t eq = part.find('=');
-      r.query.emplace_back(uri_decode(part.substr(0, eq)), eq == std::string::npos ? "" : uri_decode(part.substr(eq + 1)));
+      r.query.emplace_back(uri_decode(part.substr(0, eq)),
+                           eq == std::string::npos ? "" : uri_decode(part.substr(eq + 1)));
     }
   }
   size_t i = 1;
@@ -94,7 +95,8 @@ TEST(Sigv4Suite, EveryCaseMatchesCanonicalRequestStringToSignAndAuthorization) {
     Request r = parse_req(read_text(req_path), &body);
     // This case's .req leaves the token out; its .creq shows it signed as a header.
     if (req_path.stem() == "get-vanilla-with-session-token")
-      r.headers.emplace_back("X-Amz-Security-Token", "6e86291e8372ff2a2260956d9b8aae1d763fbf315fa00fa31553b73ebf194267");
+      r.headers.emplace_back("X-Amz-Security-Token",
+                             "6e86291e8372ff2a2260956d9b8aae1d763fbf315fa00fa31553b73ebf194267");
     Signed s = sign(r, creds, scope);
     auto base = req_path;
     EXPECT_EQ(s.canonical_request, read_text(base.replace_extension(".creq")));
@@ -166,11 +168,13 @@ TEST(Sigv4Botocore, PublishedAwsSignaturesAreInTheCases) {
   // Guards the generator itself: AWS's published values, independent of botocore.
   auto doc = nlohmann::json::parse(read_text(kData / "s3_sigv4_cases.json"));
   const auto& get = doc.at("cases").at(0);
-  EXPECT_NE(get.at("expected_authorization").get<std::string>().find(
-                "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"),
+  EXPECT_NE(get.at("expected_authorization")
+                .get<std::string>()
+                .find("Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"),
             std::string::npos);
   const auto& pre = doc.at("cases").at(4);
-  EXPECT_NE(pre.at("expected_url").get<std::string>().find(
-                "X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404"),
+  EXPECT_NE(pre.at("expected_url")
+                .get<std::string>()
+                .find("X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404"),
             std::string::npos);
 }

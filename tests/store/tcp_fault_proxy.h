@@ -31,7 +31,7 @@ class TcpFaultProxy {
  public:
   struct Faults {
     double reset = 0, hang = 0, truncate = 0, error = 0, slow = 0;  // probabilities per request
-    int slow_min_ms = 200, slow_max_ms = 1500;                       // a slow request's delay
+    int slow_min_ms = 200, slow_max_ms = 1500;                      // a slow request's delay
     int max_faults = -1;  // pass everything once this many were injected (-1: no limit)
   };
   struct Counts {
@@ -39,7 +39,8 @@ class TcpFaultProxy {
     int injected() const { return reset + hang + truncate + error + slow; }
   };
 
-  TcpFaultProxy(int upstream_port, Faults f, uint64_t seed = 1) : upstream_port_(upstream_port), faults_(f), rng_(seed) {
+  TcpFaultProxy(int upstream_port, Faults f, uint64_t seed = 1)
+      : upstream_port_(upstream_port), faults_(f), rng_(seed) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -90,7 +91,8 @@ class TcpFaultProxy {
     std::lock_guard lk(mu_);
     ++counts_.requests;
     *draw = rng_();
-    *slow_ms = faults_.slow_min_ms + static_cast<int>(*draw % (std::max(0, faults_.slow_max_ms - faults_.slow_min_ms) + 1));
+    *slow_ms =
+        faults_.slow_min_ms + static_cast<int>(*draw % (std::max(0, faults_.slow_max_ms - faults_.slow_min_ms) + 1));
     double u = std::uniform_real_distribution<double>(0, 1)(rng_);
     Action a = Action::kPass;
     if ((u -= faults_.reset) < 0) a = Action::kReset;
@@ -173,9 +175,9 @@ class TcpFaultProxy {
     std::mt19937_64::result_type draw = 0;
     int slow_ms = 0;
     bool head_request = false;
-    std::string held;                  // a truncated answer's bytes held back until its header is complete
-    size_t cut = std::string::npos;    // ... then the answer's length after the cut
-    size_t answered = 0;               // bytes of the current answer forwarded
+    std::string held;                // a truncated answer's bytes held back until its header is complete
+    size_t cut = std::string::npos;  // ... then the answer's length after the cut
+    size_t answered = 0;             // bytes of the current answer forwarded
     std::vector<char> buf(1 << 16);
     for (;;) {
       pollfd p[3] = {{client, POLLIN, 0}, {up, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};

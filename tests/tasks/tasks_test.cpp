@@ -139,7 +139,8 @@ TEST(Tasks, HeldOutValidationAndTrainingShareNoProblemNorTwin) {
 }
 
 TEST(Tasks, JsonlLoadShardAndErrors) {
-  std::string good = tmpfile("good.jsonl", "{\"prompt\":\"a\",\"answer\":1,\"level\":3}\n\n{\"prompt\":\"b\",\"answer\":\"2\"}\n");
+  std::string good =
+      tmpfile("good.jsonl", "{\"prompt\":\"a\",\"answer\":1,\"level\":3}\n\n{\"prompt\":\"b\",\"answer\":\"2\"}\n");
   auto ex = load_jsonl(good);
   ASSERT_EQ(ex.size(), 2u);
   EXPECT_EQ(ex[0].answer, "1");
@@ -152,17 +153,19 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
     EXPECT_NE(std::string(e.what()).find(bad + ":2: missing string field \"prompt\""), std::string::npos) << e.what();
   }
   std::string lines;
-  for (int i = 0; i < 40; ++i) lines += "{\"prompt\":\"p" + std::to_string(i) + "\",\"answer\":" + std::to_string(i) + "}\n";
+  for (int i = 0; i < 40; ++i)
+    lines += "{\"prompt\":\"p" + std::to_string(i) + "\",\"answer\":" + std::to_string(i) + "}\n";
   TaskOptions o;
   o.name = "jsonl";
   o.dataset_path = tmpfile("ds.jsonl", lines);
   auto t = make_task(o);
-  EXPECT_EQ(t->eval_set().size(), 4u);  // every 10th held out
+  EXPECT_EQ(t->eval_set().size(), 4u);        // every 10th held out
   ASSERT_EQ(t->validation_set().size(), 3u);  // a tenth of the 36 training examples, never held-out ones
   for (auto& v : t->validation_set())
     for (auto& e : t->eval_set()) EXPECT_NE(v.prompt, e.prompt);
   std::set<std::string> s0, s1;
-  for (uint64_t i = 0; i < 18; ++i) s0.insert(t->train_example(i, 0, 2).prompt), s1.insert(t->train_example(i, 1, 2).prompt);
+  for (uint64_t i = 0; i < 18; ++i)
+    s0.insert(t->train_example(i, 0, 2).prompt), s1.insert(t->train_example(i, 1, 2).prompt);
   EXPECT_EQ(s0.size(), 18u);
   EXPECT_EQ(s1.size(), 18u);
   for (auto& p : s0) EXPECT_FALSE(s1.count(p));
@@ -172,7 +175,9 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
 TEST(Rewards, ExternalCommand) {
   Example e{"p", "7", {{"k", 1}}};
   // Reward = length of the completion, computed by a shell pipeline reading the JSON lines.
-  std::string script = tmpfile("rew.sh", "while IFS= read -r l; do case \"$l\" in *'\"completion\":\"abc\"'*) echo 3;; *) echo 0.5;; esac; done\n");
+  std::string script = tmpfile(
+      "rew.sh",
+      "while IFS= read -r l; do case \"$l\" in *'\"completion\":\"abc\"'*) echo 3;; *) echo 0.5;; esac; done\n");
   CommandReward r("sh " + script);
   EXPECT_EQ(score(r, {e, e}, {"abc", "zz"}), (std::vector<double>{3, 0.5}));
   CommandReward crash("exit 3");

@@ -16,7 +16,8 @@ using namespace tok_oracle;
 
 namespace {
 
-std::vector<std::string> inputs(uint32_t seed, const std::vector<std::string>& specials, size_t n_tricky, size_t n_lines) {
+std::vector<std::string> inputs(uint32_t seed, const std::vector<std::string>& specials, size_t n_tricky,
+                                size_t n_lines) {
   auto v = tricky_strings(seed, n_tricky, specials);
   for (auto& l : corpus_lines(n_lines))
     if (brl::tok::is_valid_utf8(l)) v.push_back(l);
@@ -33,12 +34,13 @@ void compare_live(const std::string& tokenizer_json, const std::vector<std::stri
     for (size_t i = 0; i < texts.size(); ++i) {
       auto ids = t.encode(texts[i], special);
       if (ids != hf[i].ids && ++bad_ids <= 10)
-        ADD_FAILURE() << "ids differ (add_special=" << special << ") for [" << texts[i] << "]\n  ours: "
-                      << ::testing::PrintToString(ids) << "\n  HF:   " << ::testing::PrintToString(hf[i].ids);
+        ADD_FAILURE() << "ids differ (add_special=" << special << ") for [" << texts[i]
+                      << "]\n  ours: " << ::testing::PrintToString(ids)
+                      << "\n  HF:   " << ::testing::PrintToString(hf[i].ids);
       std::string d = t.decode(hf[i].ids), ds = t.decode(hf[i].ids, true);
       if ((d != hf[i].decoded || ds != hf[i].decoded_skip) && ++bad_dec <= 10)
-        ADD_FAILURE() << "decode differs for ids of [" << texts[i] << "]\n  ours: [" << d << "] / [" << ds << "]\n  HF:   ["
-                      << hf[i].decoded << "] / [" << hf[i].decoded_skip << "]";
+        ADD_FAILURE() << "decode differs for ids of [" << texts[i] << "]\n  ours: [" << d << "] / [" << ds
+                      << "]\n  HF:   [" << hf[i].decoded << "] / [" << hf[i].decoded_skip << "]";
       if (!special && hf[i].decoded == texts[i]) {
         ++hf_round;
         our_round += t.decode(ids) == texts[i];
@@ -72,12 +74,16 @@ nlohmann::json load(const std::string& p) {
 
 TEST(TokenizerLive, Qwen3) {
   ASSERT_TRUE(have(qwen3_json()));
-  compare_live(qwen3_json(), inputs(1, {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>"}, 3000, 3000));
+  compare_live(
+      qwen3_json(),
+      inputs(1, {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>"}, 3000, 3000));
 }
 
 TEST(TokenizerLive, Llama3) {
   ASSERT_TRUE(have(llama3_json()));
-  compare_live(llama3_json(), inputs(2, {"<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|reserved_special_token_7|>"}, 3000, 3000));
+  compare_live(llama3_json(),
+               inputs(2, {"<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|reserved_special_token_7|>"},
+                      3000, 3000));
 }
 
 TEST(TokenizerLive, Gpt2) {
@@ -99,9 +105,10 @@ TEST(TokenizerLive, MetaspaceVariants) {
   j["normalizer"] = nullptr;
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}};
   j["decoder"] = {{"type", "Sequence"},
-                  {"decoders", {{{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}},
-                                {{"type", "ByteFallback"}},
-                                {{"type", "Fuse"}}}}};
+                  {"decoders",
+                   {{{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}},
+                    {{"type", "ByteFallback"}},
+                    {{"type", "Fuse"}}}}};
   compare_live(write_variant("metaspace_first", j), inputs(5, {"<s>", "</s>"}, 1500, 500));
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", false}};
   compare_live(write_variant("metaspace_always", j), inputs(6, {"<s>", "</s>"}, 1500, 0));
@@ -116,8 +123,13 @@ TEST(TokenizerLive, AddedTokenFlags) {
   ASSERT_TRUE(have(gpt2_json()));
   auto j = load(gpt2_json());
   auto add = [&](int id, const std::string& c, bool special, bool lstrip, bool rstrip, bool single, bool norm) {
-    j["added_tokens"].push_back({{"id", id}, {"content", c}, {"single_word", single}, {"lstrip", lstrip}, {"rstrip", rstrip},
-                                 {"normalized", norm}, {"special", special}});
+    j["added_tokens"].push_back({{"id", id},
+                                 {"content", c},
+                                 {"single_word", single},
+                                 {"lstrip", lstrip},
+                                 {"rstrip", rstrip},
+                                 {"normalized", norm},
+                                 {"special", special}});
   };
   add(50257, "<mask>", true, true, false, false, false);
   add(50258, "[R]", true, false, true, false, false);
@@ -125,6 +137,8 @@ TEST(TokenizerLive, AddedTokenFlags) {
   add(50260, "<Å>", false, false, false, false, true);  // normalized: matches "<A\u030a>" too after NFC
   add(50261, "<both>", false, true, true, false, false);
   j["normalizer"] = {{"type", "NFC"}};
-  auto texts = inputs(7, {"<mask>", "[R]", "zork", " zork ", "<Å>", "<A\u030a>", "<both>", "  <mask>  ", "mezork", "zorks", "_zork"}, 3000, 0);
+  auto texts = inputs(
+      7, {"<mask>", "[R]", "zork", " zork ", "<Å>", "<A\u030a>", "<both>", "  <mask>  ", "mezork", "zorks", "_zork"},
+      3000, 0);
   compare_live(write_variant("gpt2_flags", j), texts);
 }

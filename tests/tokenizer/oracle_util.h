@@ -47,7 +47,8 @@ inline std::vector<Case> read_golden(const std::string& base) {
   std::string all = ss.str();
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<Case> cases;
-  for (size_t p = 0, q; (q = all.find(sep, p)) != std::string::npos; p = q + sep.size()) cases.push_back({all.substr(p, q - p), {}});
+  for (size_t p = 0, q; (q = all.find(sep, p)) != std::string::npos; p = q + sep.size())
+    cases.push_back({all.substr(p, q - p), {}});
   std::string line;
   for (auto& c : cases) {
     if (!std::getline(fo, line)) break;
@@ -63,12 +64,16 @@ struct HfReply {
 };
 
 // Runs HF's tokenizer on each text (encode with/without special tokens, then decode).
-inline std::vector<HfReply> run_hf(const std::string& tokenizer_json, const std::vector<std::string>& texts, bool add_special) {
+inline std::vector<HfReply> run_hf(const std::string& tokenizer_json, const std::vector<std::string>& texts,
+                                   bool add_special) {
   char tmpl[] = "/tmp/brl_tok_oracle_XXXXXX";
   std::string dir = mkdtemp(tmpl);
   {
     std::ofstream in(dir + "/in.jsonl");
-    for (auto& t : texts) in << nlohmann::json{{"text", t}, {"add_special", add_special}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    for (auto& t : texts)
+      in << nlohmann::json{{"text", t}, {"add_special", add_special}}.dump(-1, ' ', false,
+                                                                           nlohmann::json::error_handler_t::replace)
+         << "\n";
   }
   std::string cmd = "'" BRL_PYTHON "' '" + src("tools/tokenizer/encode.py") + "' '" + tokenizer_json + "' < '" + dir +
                     "/in.jsonl' > '" + dir + "/out.jsonl'";
@@ -77,7 +82,8 @@ inline std::vector<HfReply> run_hf(const std::string& tokenizer_json, const std:
   std::ifstream f(dir + "/out.jsonl");
   for (std::string line; std::getline(f, line);) {
     auto j = nlohmann::json::parse(line);
-    out.push_back({j["ids"].get<std::vector<int32_t>>(), j["decoded"].get<std::string>(), j["decoded_skip"].get<std::string>()});
+    out.push_back(
+        {j["ids"].get<std::vector<int32_t>>(), j["decoded"].get<std::string>(), j["decoded_skip"].get<std::string>()});
   }
   std::filesystem::remove_all(dir);
   EXPECT_EQ(rc, 0) << cmd << "\n  (HF's tokenizers missing? run scripts/setup.sh --test)";
@@ -87,6 +93,8 @@ inline std::vector<HfReply> run_hf(const std::string& tokenizer_json, const std:
 // Seeded tricky strings: words, contractions, digit runs, whitespace runs, many scripts,
 // combining marks, emoji sequences, odd spaces, and the given special tokens glued in.
 inline std::vector<std::string> tricky_strings(uint32_t seed, size_t n, const std::vector<std::string>& specials) {
+  // One row per kind of piece.
+  // clang-format off
   static const std::vector<std::string> pieces = {
       "hello", "Hello", "WORLD", "the", " the", "don't", "I'LL", "we've", "'s", "'re", "'M", "'d", "it's", "x'y",
       "1", "12", "123", "1234", "1234567", "3.14", "1,000", "2024-01-01", "0x1F", "v2",
@@ -97,6 +105,7 @@ inline std::vector<std::string> tricky_strings(uint32_t seed, size_t n, const st
       "😀", "👍🏽", "👨‍👩‍👧", "🇺🇸", "❤️", "🤖", "🫠",
       "\u00a0", "\u3000", "\u0085", "\u200b", "\ufeff", "\u2028", "\u1680", "\u202f",
       "<0x41>", "▁", "▁▁", "Ġ", "Ċ", "<", ">", "<|", "|>", "<s", "s>", "</", "<think>", "\\n", "\xef\xbf\xbd"};
+  // clang-format on
   std::mt19937 rng(seed);
   std::vector<std::string> out;
   for (size_t i = 0; i < n; ++i) {

@@ -35,7 +35,9 @@ struct TmpDir {
     return path + "/" + name;
   }
 };
-Tokenizer from_json(const TmpDir& d, const json& j) { return Tokenizer::from_file(d.write("tokenizer.json", j.dump())); }
+Tokenizer from_json(const TmpDir& d, const json& j) {
+  return Tokenizer::from_file(d.write("tokenizer.json", j.dump()));
+}
 std::string error_of(const TmpDir& d, const json& j) {
   try {
     from_json(d, j);
@@ -92,14 +94,32 @@ TEST(TokenizerRules, IgnoreMerges) {
 
 TEST(TokenizerRules, MetaspaceFirstAndByteFallbackDecoding) {
   TmpDir d;
-  json j = {{"added_tokens", json::array({{{"id", 1}, {"content", "<s>"}, {"special", true}}})},
-            {"normalizer", nullptr},
-            {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}}},
-            {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}},
-                                                             {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
-            {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", nullptr},
-                       {"vocab", {{"<unk>", 0}, {"<s>", 1}, {"▁", 2}, {"h", 3}, {"i", 4}, {"▁h", 5}, {"▁hi", 6}, {"<0xC3>", 7}, {"<0xA9>", 8}, {"hi", 9}}},
-                       {"merges", {"▁ h", "▁h i", "h i"}}}}};
+  json j = {
+      {"added_tokens", json::array({{{"id", 1}, {"content", "<s>"}, {"special", true}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"unk_token", nullptr},
+        {"vocab",
+         {{"<unk>", 0},
+          {"<s>", 1},
+          {"▁", 2},
+          {"h", 3},
+          {"i", 4},
+          {"▁h", 5},
+          {"▁hi", 6},
+          {"<0xC3>", 7},
+          {"<0xA9>", 8},
+          {"hi", 9}}},
+        {"merges", {"▁ h", "▁h i", "h i"}}}}};
   auto t = from_json(d, j);
   // "hi hi" -> ▁hi▁hi -> split before each ▁ -> ▁hi | ▁hi.
   EXPECT_EQ(t.encode("hi hi"), (Ids{6, 6}));
@@ -108,7 +128,7 @@ TEST(TokenizerRules, MetaspaceFirstAndByteFallbackDecoding) {
   EXPECT_EQ(t.encode("hi<s>hi"), (Ids{6, 1, 9}));
   // é is not in the vocab -> its UTF-8 bytes C3 A9.
   EXPECT_EQ(t.encode("é"), (Ids{2, 7, 8}));
-  EXPECT_EQ(t.decode({2, 7, 8}), "é");    // first token's ▁ dropped, bytes fused into é
+  EXPECT_EQ(t.decode({2, 7, 8}), "é");            // first token's ▁ dropped, bytes fused into é
   EXPECT_EQ(t.decode({6, 7}), "hi\xEF\xBF\xBD");  // a lone C3 is invalid UTF-8 -> U+FFFD
   EXPECT_EQ(t.decode({6, 6}), "hi hi");
 }
@@ -161,6 +181,8 @@ TEST(TokenizerRules, FromDirSpecialTokenSources) {
     Tokenizer::from_dir(d.path);
     ADD_FAILURE() << "no error for an eos id outside the vocabulary";
   } catch (const brl::UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("generation_config.json: eos_token_id: id 999 is outside the vocabulary"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: eos_token_id: id 999 is outside the vocabulary"),
+              std::string::npos)
+        << e.what();
   }
 }

@@ -75,10 +75,15 @@ TEST(Tokenizer, ErrorsNameFileAndField) {
     }
     return std::string();
   };
-  EXPECT_NE(msg("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}").find("model.type 'WordPiece' is not supported"), std::string::npos);
-  EXPECT_NE(msg("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}").find("model.merges[0]"), std::string::npos);
+  EXPECT_NE(
+      msg("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}").find("model.type 'WordPiece' is not supported"),
+      std::string::npos);
+  EXPECT_NE(
+      msg("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}").find("model.merges[0]"),
+      std::string::npos);
   EXPECT_NE(msg("{not json").find("not valid JSON"), std::string::npos);
-  EXPECT_NE(msg("{\"model\": {\"type\": \"BPE\", \"vocab\": {}}, \"pre_tokenizer\": {\"type\": \"Digits\"}}").find("pre_tokenizer.type 'Digits'"),
+  EXPECT_NE(msg("{\"model\": {\"type\": \"BPE\", \"vocab\": {}}, \"pre_tokenizer\": {\"type\": \"Digits\"}}")
+                .find("pre_tokenizer.type 'Digits'"),
             std::string::npos);
   EXPECT_THROW(Tokenizer::from_dir("/nonexistent"), brl::UserError);
   std::filesystem::remove_all(dir);
@@ -88,22 +93,33 @@ TEST(Tokenizer, ErrorsNameFileAndField) {
 // past the end of nlohmann's object map (fuzz/tokenizer_json_fuzz, regression input
 // fuzz/corpus/tokenizer_json/replace_without_pattern.json).
 TEST(Tokenizer, MissingStepFieldsAreUserErrors) {
-  auto msg = [](const std::string& step) { return load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, )" + step + "}"); };
-  EXPECT_NE(msg(R"("normalizer": {"type": "Replace", "content": "x"})").find("normalizer.pattern must be"), std::string::npos);
-  EXPECT_NE(msg(R"("pre_tokenizer": {"type": "Split", "behavior": "Removed"})").find("pre_tokenizer.pattern must be"), std::string::npos);
-  EXPECT_NE(msg(R"("decoder": {"type": "Replace", "content": " "})").find("decoder.pattern must be"), std::string::npos);
-  EXPECT_NE(msg(R"("post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 0]})").find("post_processor.cls must be [token, id]"),
+  auto msg = [](const std::string& step) {
+    return load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, )" + step + "}");
+  };
+  EXPECT_NE(msg(R"("normalizer": {"type": "Replace", "content": "x"})").find("normalizer.pattern must be"),
             std::string::npos);
-  EXPECT_NE(msg(R"("post_processor": {"type": "BertProcessing", "cls": ["<s>", 0]})").find("post_processor.sep must be [token, id]"),
+  EXPECT_NE(msg(R"("pre_tokenizer": {"type": "Split", "behavior": "Removed"})").find("pre_tokenizer.pattern must be"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Replace", "content": " "})").find("decoder.pattern must be"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 0]})")
+                .find("post_processor.cls must be [token, id]"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("post_processor": {"type": "BertProcessing", "cls": ["<s>", 0]})")
+                .find("post_processor.sep must be [token, id]"),
             std::string::npos);
   // Strip: an empty content spun the decoder 1e18 times; a float count was a float -> int
   // cast out of range (regression inputs fuzz/corpus/tokenizer_json/strip_*.json).
-  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "", "start": 1000000000000000000})").find("decoder.content '' must be one character"),
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "", "start": 1000000000000000000})")
+                .find("decoder.content '' must be one character"),
             std::string::npos);
-  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "ab", "start": 1})").find("must be one character"), std::string::npos);
-  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "start": 1e18})").find("decoder.start and .stop must be non-negative integers"),
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": "ab", "start": 1})").find("must be one character"),
             std::string::npos);
-  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "stop": -1})").find("decoder.start and .stop"), std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "start": 1e18})")
+                .find("decoder.start and .stop must be non-negative integers"),
+            std::string::npos);
+  EXPECT_NE(msg(R"("decoder": {"type": "Strip", "content": " ", "stop": -1})").find("decoder.start and .stop"),
+            std::string::npos);
   EXPECT_EQ(msg(R"("decoder": {"type": "Strip", "content": "▁", "start": 1})"), "no error");
 }
 
@@ -111,7 +127,8 @@ TEST(Tokenizer, MissingStepFieldsAreUserErrors) {
 // token id of 2^32 - 1 wrapped to -1 and indexed the table at SIZE_MAX, 2e9 asked for 64 GB.
 // Regression inputs fuzz/corpus/tokenizer_json/{vocab_id_int32_max,added_id_wraps}.json.
 TEST(Tokenizer, IdsOutsideTheTableLimitAreUserErrors) {
-  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": 2147483647}}})").find("vocab['a'] = 2147483647 is not an id in [0, 4194303]"),
+  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": 2147483647}}})")
+                .find("vocab['a'] = 2147483647 is not an id in [0, 4194303]"),
             std::string::npos);
   const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}})";
   for (const char* id : {"4294967295", "2000000000", "4194304", "-1", "1.5"})
@@ -129,28 +146,35 @@ TEST(Tokenizer, IdsOutsideTheTableLimitAreUserErrors) {
 // Regression input fuzz/corpus/tokenizer_json/post_ids_1e300.json.
 TEST(Tokenizer, PostProcessorIdsOutsideTheLimitAreUserErrors) {
   auto template_with = [](const std::string& ids) {
-    return load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "post_processor": {"type": "TemplateProcessing",
-        "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}], "special_tokens": {"<s>": {"ids": )" + ids + "}}}}");
+    return load_error(
+        R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "post_processor": {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}], "special_tokens": {"<s>": {"ids": )" +
+        ids + "}}}}");
   };
   for (const char* ids : {"[1e300]", "[4294967297]", "[-1]", "[1.0]", "[\"1\"]"})
-    EXPECT_NE(template_with(ids).find("post_processor.special_tokens['<s>'].ids has"), std::string::npos) << ids << ": " << template_with(ids);
+    EXPECT_NE(template_with(ids).find("post_processor.special_tokens['<s>'].ids has"), std::string::npos)
+        << ids << ": " << template_with(ids);
   EXPECT_EQ(template_with("[1]"), "no error");
-  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "post_processor": {"type": "BertProcessing", "cls": ["<s>", 1e300], "sep": ["</s>", 0]}})")
-                .find("post_processor.cls must be [token, id] with an id in [0, 4194303]"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error(
+          R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "post_processor": {"type": "BertProcessing", "cls": ["<s>", 1e300], "sep": ["</s>", 0]}})")
+          .find("post_processor.cls must be [token, id] with an id in [0, 4194303]"),
+      std::string::npos);
 }
 
 // No token at all (fuzz/corpus/tokenizer_json/empty_vocab.json) loaded as a tokenizer of size 0.
 TEST(Tokenizer, NoTokensIsAUserError) {
   EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {}}})").find("t.json: no tokens"), std::string::npos);
-  EXPECT_EQ(load_error(R"({"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<s>"}]})"), "no error");
+  EXPECT_EQ(load_error(R"({"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<s>"}]})"),
+            "no error");
 }
 
 TEST(Tokenizer, FromDirReadsSpecialTokens) {
   char tmpl[] = "/tmp/brl_tok_XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::filesystem::copy_file(data("tiny_spm.json"), dir + "/tokenizer.json");
-  std::ofstream(dir + "/tokenizer_config.json") << R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "pad_token": null})";
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "pad_token": null})";
   std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [2, 0]})";
   auto t = Tokenizer::from_dir(dir);
   EXPECT_EQ(t.bos_id(), 1);

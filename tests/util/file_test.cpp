@@ -30,7 +30,9 @@ TEST(WriteFile, MissingFolderNamesThePath) {
     write_file(dir.str("no/such/dir/x.json"), "x");
     FAIL() << "no error";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(dir.str("no/such/dir/x.json") + ": No such file or directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir.str("no/such/dir/x.json") + ": No such file or directory"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -38,7 +40,7 @@ TEST(WriteFile, AFullDiskIsAnErrorAndTheOldFileStays) {
   test::TempDir dir;
   const std::string p = dir.str("summary.json");
   write_file(p, "the old summary");
-  struct rlimit old{};
+  struct rlimit old {};
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
   auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
   struct rlimit small = old;

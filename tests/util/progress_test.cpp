@@ -58,8 +58,8 @@ TEST(Progress, RateAndEtaOnAFixedClock) {
   f.t = 120;
   p.update(90);
   EXPECT_DOUBLE_EQ(p.elapsed_s(), 20);
-  EXPECT_DOUBLE_EQ(p.rate(), 2.0);   // (90 - 50) / 20 s
-  EXPECT_DOUBLE_EQ(p.eta_s(), 80);   // (250 - 90) / 2
+  EXPECT_DOUBLE_EQ(p.rate(), 2.0);  // (90 - 50) / 20 s
+  EXPECT_DOUBLE_EQ(p.eta_s(), 80);  // (250 - 90) / 2
   EXPECT_EQ(p.line_text(), "pretrain: 90/250 steps (36%), 2.00 steps/s, ETA 1:20");
   p.finish();  // stopped early (a target reached): the final line keeps the total
   ASSERT_EQ(f.lines.size(), 2u);
@@ -138,7 +138,8 @@ TEST(Progress, BarRedrawsAtMostTenTimesASecond) {
   for (auto& d : f.draws) EXPECT_LE(d.size(), 39u) << d;  // cut to the width, minus the last column
   EXPECT_TRUE(f.lines.empty());
   // The final drawing, uncut: 100/100 steps in 2 s.
-  EXPECT_EQ(p.bar_text(), "pretrain 100% [========================] 100/100 steps [0:02, 50.0 steps/s]  loss 0.42 skill 0.81");
+  EXPECT_EQ(p.bar_text(),
+            "pretrain 100% [========================] 100/100 steps [0:02, 50.0 steps/s]  loss 0.42 skill 0.81");
 }
 
 TEST(Progress, BarOnStderrRedrawsInPlaceAndEndsWithANewline) {

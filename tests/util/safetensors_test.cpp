@@ -56,7 +56,7 @@ TEST(Safetensors, RoundTripAllDtypesAndMetadata) {
   test::TempDir dir;
   std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 0.0f, 7.0f, -1e-3f};
   std::vector<uint16_t> f16 = {0x3c00, 0xc000};  // 1.0, -2.0
-  std::vector<uint16_t> bf16 = {0x3f80};        // 1.0
+  std::vector<uint16_t> bf16 = {0x3f80};         // 1.0
   std::vector<int64_t> i64 = {-5, 1ll << 40};
   std::vector<uint8_t> u8 = {1, 2, 3};
   std::vector<uint8_t> b = {1, 0};
@@ -112,25 +112,19 @@ TEST(Safetensors, RejectsBadInput) {
   expect_bad(make_file(ok_json, std::string(4, '\0')), "outside the data buffer");
   expect_bad(make_file("{\"x\": [1, 2", data8), "not valid JSON");
   expect_bad(make_file("[1,2]", ""), "not a JSON object");
-  expect_bad(make_file(R"({"x":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", data8),
-             "unsupported dtype \"Q4\"");
+  expect_bad(make_file(R"({"x":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", data8), "unsupported dtype \"Q4\"");
   expect_bad(make_file(R"({"x":{"shape":[2],"data_offsets":[0,8]}})", data8), "\"dtype\"");
-  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8),
-             "non-negative");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8), "non-negative");
   expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data8),
              "expected 3 elements x 4 bytes");
-  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data8),
-             "outside the data buffer");
-  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", data8),
-             "data_offsets");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data8), "outside the data buffer");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", data8), "data_offsets");
   expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                        R"("y":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
                        data8),
              "overlaps");
-  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data8),
-             "hole in the data buffer");
-  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data8),
-             "tensors cover 4");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data8), "hole in the data buffer");
+  expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data8), "tensors cover 4");
   expect_bad(make_file(R"({"x":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", data8),
              "overflows");
   expect_bad(make_file(R"({"__metadata__":{"a":1}})", ""), "__metadata__");
@@ -148,8 +142,7 @@ TEST(Safetensors, MissingFileNamesPath) {
 // Every truncation of a valid file is rejected cleanly (never a crash or a read past the end).
 TEST(Safetensors, EveryTruncationRejected) {
   std::vector<float> a = {1, 2, 3}, b = {4};
-  auto bytes = st::serialize_safetensors(
-      {{"a", DType::F32, {3}, a.data(), 12}, {"b", DType::F32, {1}, b.data(), 4}});
+  auto bytes = st::serialize_safetensors({{"a", DType::F32, {3}, a.data(), 12}, {"b", DType::F32, {1}, b.data(), 4}});
   for (size_t n = 0; n < bytes.size(); ++n) {
     std::string cut = bytes.substr(0, n);
     EXPECT_THROW(st::SafetensorsFile::from_buffer(cut.data(), cut.size(), "cut"), UserError) << n;

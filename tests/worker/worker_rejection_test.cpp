@@ -24,7 +24,7 @@ TEST(WorkerRejection, WorkerReadsItsRejectionsFromTheManifests) {
   cfg.sync.mode = SyncMode::sync;
   cfg.sync.sync_steps = 1;
   cfg.aggregation.max_update_norm = 1e-9;  // every delta of a step is larger
-  cfg.grpo.weight_decay = 0.1;  // moves LoRA A every step even when no group has reward variance
+  cfg.grpo.weight_decay = 0.1;             // moves LoRA A every step even when no group has reward variance
   const std::string bucket = test::init_bucket(tmp, cfg);
 
   std::atomic<bool> done{false};

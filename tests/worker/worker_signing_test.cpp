@@ -41,7 +41,7 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
   // keygen: files, modes, output.
   std::string out = keygen(tmp.str("alice"), tmp.str("keygen.log"));
   keygen(tmp.str("bob"), tmp.str("keygen2.log"));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(tmp.str("alice.pem").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   const std::string alice_pub = test::read_text(tmp.str("alice.pub"));
@@ -62,7 +62,8 @@ TEST(WorkerSigning, KeygenInitWorkerProxy) {
   {
     auto s = protocol::open_bucket(bucket);
     auto run = launch::init_run(*s, cfg);
-    EXPECT_EQ(run.config["security"]["allowed_keys"], nlohmann::json::array({alice_pub.substr(0, alice_pub.size() - 1)}));
+    EXPECT_EQ(run.config["security"]["allowed_keys"],
+              nlohmann::json::array({alice_pub.substr(0, alice_pub.size() - 1)}));
     EXPECT_EQ(run.config["security"]["allowed_keys_file"], "");
   }
 

@@ -131,7 +131,8 @@ TEST(Worker, AdoptsTheFoldedVersionAndDiffsAgainstIt) {
   ASSERT_EQ(first.size(), 1u);
   auto d1 = payload_of(*s, first[0]);
   for (size_t i = 0; i < v1.size(); ++i)
-    for (size_t k = 0; k < v1[i].data.size(); ++k) ASSERT_FLOAT_EQ(v1[i].data[k], v0[i].data[k] + d1[i].data[k]) << v1[i].name;
+    for (size_t k = 0; k < v1[i].data.size(); ++k)
+      ASSERT_FLOAT_EQ(v1[i].data[k], v0[i].data[k] + d1[i].data[k]) << v1[i].name;
 
   w.step();
   ASSERT_TRUE(w.sync(stop));  // uploads against v0's successor state, then adopts v1
