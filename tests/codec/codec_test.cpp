@@ -756,7 +756,9 @@ TEST(CodecTopk, SendsTheLargestWithinTheirLevelBound) {
             }
           }
           for (size_t i = 0; i < x.size(); ++i)
-            if (!sent[i]) ASSERT_EQ(y[i], 0.0f) << ts[t].name << " element " << i << " was not among the top-k";
+            if (!sent[i]) {
+              ASSERT_EQ(y[i], 0.0f) << ts[t].name << " element " << i << " was not among the top-k";
+            }
         }
       }
 }

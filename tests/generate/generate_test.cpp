@@ -141,7 +141,9 @@ TEST_P(Families, StaticDecodeEqualsDynamic) {
       check_against_full_forward(m, kPrompts[st[i].prompt_index], st[i], o.temperature == 0,
                                  o.temperature > 0 ? o.temperature : 1.0);
     }
-    if (o.temperature > 0) EXPECT_GT(stops, 0) << "the cases should exercise stops";
+    if (o.temperature > 0) {
+      EXPECT_GT(stops, 0) << "the cases should exercise stops";
+    }
   }
 }
 

@@ -97,7 +97,9 @@ TEST(GrpoTrainer, StepTrainsAdapterOnlyAndSkipsReferenceWhenBetaZero) {
     EXPECT_EQ(tr.reference_passes(), beta > 0 ? 1 : 0);
     size_t i = 0;
     for (auto& nt : m.named_tensors())
-      if (nt.tensor->defined()) EXPECT_TRUE(torch::equal(*nt.tensor, base[i++])) << nt.name;
+      if (nt.tensor->defined()) {
+        EXPECT_TRUE(torch::equal(*nt.tensor, base[i++])) << nt.name;
+      }
     // B starts at zero; after a step with non-zero advantages it is not.
     ASSERT_GT(s.reward_std, 0.0);  // non-zero advantages, so the update is not vacuous
     EXPECT_GE(s.frac_reward_zero_std, 0.0);

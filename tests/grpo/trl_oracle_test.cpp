@@ -312,9 +312,12 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   EXPECT_LE(dl, tol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
   EXPECT_LE(dg, tol) << "gradient";
   const json& m = t["metrics"];
-  if (m.contains("clip_ratio/region_mean"))
+  if (m.contains("clip_ratio/region_mean")) {
     EXPECT_NEAR(o.stats.clip_ratio, m["clip_ratio/region_mean"].get<double>(), kClipTol);
-  if (m.contains("cispo_clip_ratio")) EXPECT_NEAR(o.stats.clip_ratio, m["cispo_clip_ratio"].get<double>(), kClipTol);
+  }
+  if (m.contains("cispo_clip_ratio")) {
+    EXPECT_NEAR(o.stats.clip_ratio, m["cispo_clip_ratio"].get<double>(), kClipTol);
+  }
   if (opt.beta != 0) {
     EXPECT_LE(rel(o.stats.kl, t["metrics"]["kl"].get<double>()), kLossTol) << "logged KL";
   }

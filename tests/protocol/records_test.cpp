@@ -129,7 +129,9 @@ TEST(Update, EveryTruncationAndBitFlipIsCaught) {
     // never in the magic, the length or the payload (sha256).
     if (!p) ++caught;
     else EXPECT_GT(i, 12u) << "flip at " << i;
-    if (i >= obj.size() - 100) EXPECT_FALSE(p) << "payload flip at " << i << " accepted";
+    if (i >= obj.size() - 100) {
+      EXPECT_FALSE(p) << "payload flip at " << i << " accepted";
+    }
   }
   EXPECT_GT(caught, total / 2);
   auto p = parse_update("BRLUPD1\n\xff\xff\xff\x7f", "u");
