@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
-S3=0 BASE="" TIMEOUT=900 KEEP=0
+S3=0 BASE="" TIMEOUT=900 KEEP=0 STARTED_S3=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --s3) S3=1 ;;
@@ -42,6 +42,7 @@ cleanup() {
   for _ in $(seq 40); do [[ -z $(squeue -h 2>/dev/null) ]] && break; sleep 1; done
   for f in slurmd slurmctld munged; do [[ -f $W/$f.pid ]] && kill "$(cat "$W/$f.pid")" 2>/dev/null || true; done
   sleep 1
+  [[ $STARTED_S3 == 1 ]] && "$repo/scripts/s3-server.sh" stop >/dev/null 2>&1
   if [[ $KEEP == 1 ]]; then say "kept $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
@@ -100,6 +101,7 @@ if [[ -z $BASE ]]; then
 fi
 "$BRL_BIN" demo --recipe fast --print-config > "$W/run.json"
 if [[ $S3 == 1 ]]; then
+  scripts/s3-server.sh status >/dev/null 2>&1 || STARTED_S3=1  # stopped again at the end
   scripts/s3-server.sh start >/dev/null
   # shellcheck disable=SC1090
   source <(scripts/s3-server.sh env)
