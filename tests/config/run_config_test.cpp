@@ -77,7 +77,8 @@ TEST(RunConfig, ErrorsNameTheKey) {
       error_of([] { RunConfig::from_toml_string("[grpo]\nlearning_rat = 1\n", "run.toml"); }).find("learning_rate"),
       std::string::npos);                                             // the hint
   EXPECT_EQ(nearest_name("seq", {"token", "sequence"}), "sequence");  // an abbreviation first, though both are 5 edits
-  EXPECT_EQ(nearest_name("tmean", {"fedavg", "trimmed_mean", "median"}), "median");
+  EXPECT_EQ(nearest_name("trim", {"fedavg", "trimmed_mean", "median"}), "trimmed_mean");  // a prefix
+  EXPECT_EQ(nearest_name("fedvag", {"fedavg", "trimmed_mean", "median"}), "fedavg");      // edits: 2, 9, 3
   EXPECT_NE(error_of([] { RunConfig::from_toml_string("[gpro]\n", "run.toml"); }).find("unknown section [gpro]"),
             std::string::npos);
   EXPECT_NE(error_of([] {
