@@ -177,6 +177,65 @@ void RunConfig::validate() const {
   security.validate();
 }
 
+namespace {
+
+// Where each section's names come from, for the reference.
+const char* section_origin(const std::string& section) {
+  if (section == "model") return "The base model (a Hugging Face folder) and where it runs.";
+  if (section == "lora") return "PEFT's `LoraConfig`: the same names, meanings and defaults.";
+  if (section == "grpo")
+    return "TRL's `GRPOConfig` (and the `TrainingArguments` it extends): the same names and meanings; defaults "
+           "sized for the small models and CPUs bucketrl's demo runs on where they differ.";
+  if (section == "task") return "The task: prompts, answers and rewards (bucketrl's own).";
+  if (section == "train")
+    return "One-process training (`bucketrl train`) and the evaluator; `TrainingArguments`' names where it has "
+           "them (output_dir, eval_steps, save_steps, logging_steps).";
+  if (section == "sync") return "Workers: when they upload, the update codec, what a new version does to them.";
+  if (section == "proxy") return "The proxy: polling, worker health, old versions.";
+  if (section == "aggregation") return "How the proxy validates and folds updates into the next version.";
+  if (section == "security") return "Signed updates: whose updates the proxy accepts.";
+  return "";
+}
+
+// A value as TOML writes it: JSON's strings, numbers, booleans and arrays are TOML too.
+std::string toml_value(const nlohmann::json& v) { return v.dump(); }
+
+std::string md_cell(std::string s) {
+  for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.insert(i, "\\");
+  return s;
+}
+
+}  // namespace
+
+std::string RunConfig::to_toml() {
+  std::string out;
+  for (auto& t : tables(*this)) {
+    out += (out.empty() ? "[" : "\n[") + t.section() + "]\n";
+    const auto values = t.to_json();
+    for (auto& f : t.fields()) {
+      const auto& v = values.at(f.name);
+      out += (v.is_null() ? "# " + f.name + " =" : f.name + " = " + toml_value(v)) + "  # " + f.help + "\n";
+    }
+  }
+  return out;
+}
+
+std::string RunConfig::reference_markdown() {
+  std::string out;
+  for (auto& t : tables(*this)) {
+    out += "## [" + t.section() + "]\n\n" + section_origin(t.section()) + "\n\n";
+    out += "| key | kind | default | meaning |\n|---|---|---|---|\n";
+    const auto values = t.to_json();
+    for (auto& f : t.fields()) {
+      const auto& v = values.at(f.name);
+      out += "| `" + f.name + "` | " + md_cell(ConfigTable::kind(f)) + " | " +
+             (v.is_null() ? "unset" : "`" + md_cell(toml_value(v)) + "`") + " | " + md_cell(f.help) + " |\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 nlohmann::json RunConfig::to_json() {
   nlohmann::json j;
   for (auto& t : tables(*this)) j[t.section()] = t.to_json();

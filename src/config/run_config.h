@@ -58,6 +58,13 @@ struct RunConfig {
   nlohmann::json to_json();  // the resolved config (printed and stored at start)
   // Sets the keys present in j ({section: {key: value}}); errors name `source` and the key.
   void apply_json(const nlohmann::json& j, const std::string& source);
+
+  // Every key as run.toml: `key = value  # meaning`, unset optional keys commented out. Reads
+  // back as this config (`bucketrl config`).
+  std::string to_toml();
+  // The configuration reference: per section where its names come from, then every key's
+  // kind, default (this config's value) and meaning, as Markdown (docs/configuration.md).
+  std::string reference_markdown();
 };
 
 }  // namespace brl

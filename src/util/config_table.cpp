@@ -135,6 +135,29 @@ bool ConfigTable::has(const std::string& name) const {
   return std::any_of(fields_.begin(), fields_.end(), [&](auto& f) { return f.name == name; });
 }
 
+std::string ConfigTable::kind(const Field& f) {
+  return std::visit(
+      [](auto p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<decltype(p), EnumRef>) {
+          std::string s;
+          for (auto& n : p.names) s += (s.empty() ? "" : " | ") + n;
+          return s;
+        } else if constexpr (std::is_same_v<T, bool>) return "boolean";
+        else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>) return "integer";
+        else if constexpr (std::is_same_v<T, double>) return "number";
+        else if constexpr (std::is_same_v<T, std::string>) return "string";
+        else if constexpr (std::is_same_v<T, std::optional<double>>) return "number (optional)";
+        else if constexpr (std::is_same_v<T, std::optional<int>>) return "integer (optional)";
+        else if constexpr (std::is_same_v<T, std::vector<double>>) return "list of numbers";
+        else {
+          static_assert(std::is_same_v<T, std::vector<std::string>>, "a new field type needs its kind");
+          return "list of strings";
+        }
+      },
+      f.ptr);
+}
+
 nlohmann::json ConfigTable::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (auto& f : fields_)

@@ -72,6 +72,8 @@ class ConfigTable {
   void set_from_override(const std::string& kv);
   bool has(const std::string& name) const;
   nlohmann::json to_json() const;
+  // What a field's value must be, in words: "integer", "list of strings", "grpo | bnpo | ...".
+  static std::string kind(const Field& f);
   const std::vector<Field>& fields() const { return fields_; }
   const std::string& section() const { return section_; }
 

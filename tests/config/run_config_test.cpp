@@ -1,3 +1,6 @@
+// run.toml: TRL/PEFT-named sections, --set overrides, errors that name the key and the nearest
+// one, validation of every section, key files, JSON round trips, and the printed TOML and
+// Markdown reference (`bucketrl config`) reading back as the same config.
 #include "config/run_config.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 
 #include "util/ed25519.h"
 #include "util/error.h"
@@ -228,4 +232,52 @@ TEST(RunConfig, JsonFileRoundTrip) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
   }
+}
+
+// `bucketrl config` prints every key as TOML; the text reads back as the same config, defaults
+// and changed values alike (unset optional keys are commented out, and stay unset).
+TEST(RunConfig, TomlPrintReadsBack) {
+  for (bool changed : {false, true}) {
+    RunConfig c;
+    if (changed) {
+      c.model.path = "base \"quoted\" \\ dir";
+      c.lora.target_modules = {"q_proj", "v_proj"};
+      c.grpo.epsilon_high = 0.28;
+      c.grpo.reward_weights = {1.0, 0.5};
+      c.grpo.learning_rate = 1e-8;
+      c.aggregation.mode = kAggregationModes.value("median");
+    }
+    const std::string text = c.to_toml();
+    RunConfig back = RunConfig::from_toml_string(text, "printed");
+    EXPECT_EQ(back.to_json(), c.to_json()) << text;
+    // One line per key, set or commented out, under its section's header.
+    size_t keys = 0, lines = 0;
+    const auto all = c.to_json();
+    for (auto& [section, body] : all.items()) keys += body.size();
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines += !line.empty() && line[0] != '[';
+    EXPECT_EQ(lines, keys) << text;
+    EXPECT_EQ(changed, !has(text, "# epsilon_high =")) << text;
+  }
+}
+
+// The reference (docs/configuration.md) has one row per key, four cells each: a "|" inside a
+// value or a meaning is escaped, or the row would split.
+TEST(RunConfig, ReferenceHasARowPerKey) {
+  RunConfig c;
+  const std::string md = c.reference_markdown();
+  const auto all = c.to_json();
+  for (auto& [section, body] : all.items()) {
+    EXPECT_TRUE(has(md, "## [" + section + "]")) << section;
+    for (auto& [key, v] : body.items()) {
+      const auto at = md.find("\n| `" + key + "` |");
+      ASSERT_NE(at, std::string::npos) << section << "." << key;
+      const std::string row = md.substr(at + 1, md.find('\n', at + 1) - at - 1);
+      int cells = 0;
+      for (size_t i = 0; i < row.size(); ++i) cells += row[i] == '|' && (i == 0 || row[i - 1] != '\\');
+      EXPECT_EQ(cells, 5) << row;
+    }
+  }
+  EXPECT_TRUE(has(md, "| `loss_type` | grpo \\| bnpo")) << md;
+  EXPECT_TRUE(has(md, "| `epsilon_high` | number (optional) | unset |")) << md;
 }

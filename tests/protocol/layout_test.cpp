@@ -1,3 +1,6 @@
+// The bucket layout of protocol v1: object keys as DESIGN.md names them, parsed back from any
+// listing, versions and evaluations round-tripping through their keys, worker ids refused when
+// they would escape their folder.
 #include "protocol/layout.h"
 
 #include <gtest/gtest.h>

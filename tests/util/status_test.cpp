@@ -1,3 +1,4 @@
+// Status and Result carry a code, a message and a hint; sha256 against FIPS 180-2 test vectors.
 #include "util/status.h"
 
 #include <gtest/gtest.h>
