@@ -3,11 +3,18 @@
 #   scripts/setup.sh           runtime + build dependencies, then build/bucketrl
 #   scripts/setup.sh --test    also what the test suite needs (S3 server, oracles), and build
 #                              everything (tests, benchmarks)
+#   scripts/setup.sh --no-build  the dependencies only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WITH_TESTS=0
-[[ "${1:-}" == "--test" ]] && WITH_TESTS=1
+WITH_TESTS=0 BUILD=1
+for a in "$@"; do
+  case $a in
+    --test) WITH_TESTS=1 ;;
+    --no-build) BUILD=0 ;;  # dependencies only (the container build caches them in a layer)
+    *) echo "setup: unknown argument $a (--test, --no-build)" >&2; exit 2 ;;
+  esac
+done
 
 SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO="sudo"
@@ -63,10 +70,28 @@ if [[ $WITH_TESTS == 1 && -x scripts/oracles.sh ]]; then
   scripts/oracles.sh
 fi
 
+# libtorch's CMake config needs a CUDA toolkit (nvcc, the CUDA headers) even to build for the
+# CPU. Where none is installed (a laptop, the container build), NVIDIA's own from PyPI, pinned
+# to the wheel's CUDA (requirements/cuda-toolkit.txt), completes the wheel's CUDA folder.
+cuda_args=()
+if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  "$VENV/bin/pip" install -q -r requirements/cuda-toolkit.txt
+  cuda=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13
+  # The wheels ship versioned libraries only; CMake's FindCUDA looks for libcudart.so in lib64.
+  [[ -e $cuda/lib64 ]] || ln -s lib "$cuda/lib64"
+  for f in "$cuda"/lib/*.so.*; do
+    [[ -e ${f%%.so.*}.so ]] || ln -s "$(basename "$f")" "${f%%.so.*}.so"
+  done
+  export PATH=$cuda/bin:$PATH
+  cuda_args=(-DCUDA_TOOLKIT_ROOT_DIR="$cuda" -DCUDAToolkit_ROOT="$cuda")
+  echo "setup: no CUDA toolkit on this machine; using PyPI's in $cuda"
+fi
+[[ $BUILD == 1 ]] || exit 0
+
 BUILD_DIR=${BUILD_DIR:-build}
 # ccache keys on paths relative to the checkout, so clones in other folders share the cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DBRL_PYTHON="$(realpath "$VENV")/bin/python" >/dev/null
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DBRL_PYTHON="$(realpath "$VENV")/bin/python" "${cuda_args[@]}" >/dev/null
 # The main job needs the executable only; the tests, fuzzers' seeds and benchmarks are built by
 # the test command (--test), so the demo starts after a third of the full build.
 if [[ $WITH_TESTS == 1 ]]; then
