@@ -68,11 +68,12 @@ fi
 if [[ $BUILD == 1 ]]; then
   say "building $IMAGE"
   t0=$SECONDS
-  mkdir -p "$HOME/.cache/ccache"
+  ccache_dir=${CCACHE_DIR:-$HOME/.cache/ccache}  # the host build's objects, reused
+  mkdir -p "$ccache_dir"
   # This machine reaches PyPI through a proxy whose CA is in the host's bundle (PIP_CERT).
   cert=()
   [[ -n ${PIP_CERT:-} ]] && cert=(-v "$PIP_CERT:/etc/ssl/certs/build-ca.crt:ro" --build-arg PIP_CERT=/etc/ssl/certs/build-ca.crt)
-  "${POD[@]}" build "${LIMITS[@]}" --build-arg BASE="$BASE_IMAGE" -v "$HOME/.cache/ccache:/ccache" "${cert[@]}" \
+  "${POD[@]}" build "${LIMITS[@]}" --build-arg BASE="$BASE_IMAGE" -v "$ccache_dir:/ccache" "${cert[@]}" \
     -f deploy/container/Dockerfile -t "$IMAGE" . >"$W/build.log" 2>&1 || { tail -40 "$W/build.log"; exit 1; }
   say "built in $((SECONDS - t0)) s; $(grep -m1 '^runtime packages:' "$W/build.log" || true)"
 fi
