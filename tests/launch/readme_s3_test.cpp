@@ -4,6 +4,7 @@
 // (learnable_config, written as `bucketrl config` prints it) it can learn from. The proxy,
 // worker and evaluator must publish versions built from the worker's updates with
 // evaluations, `status` must print the run, and the README's `verify` and `export` lines pass.
+// Also docs/operations.md's probe of a store's create-only PUT, run as written against RGW.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
@@ -109,4 +110,37 @@ TEST(ReadmeS3, TheFiveLinesTrainAndVerify) {
   }
   EXPECT_TRUE(std::filesystem::exists(tmp.str("adapter/adapter_model.safetensors")));
   EXPECT_TRUE(std::filesystem::exists(tmp.str("adapter/adapter_config.json")));
+}
+
+// docs/operations.md tells operators to probe a store with two create-only copies to one key
+// (the second must fail with "already exists") and a removal; its three lines, run as written
+// (example bucket -> a fresh prefix of the test bucket), must do what the page says on RGW.
+TEST(ReadmeS3, OperationsCreateOnlyProbe) {
+  const std::string doc = test::read_file(std::string(BRL_SOURCE_DIR) + "/docs/operations.md");
+  std::vector<std::string> lines;
+  std::istringstream in(doc);
+  for (std::string l; std::getline(in, l);)
+    if (l.find("s3://my-bucket/probe/once") != std::string::npos) lines.push_back(l.substr(l.find("bucketrl ")));
+  ASSERT_EQ(lines.size(), 3u) << "docs/operations.md's probe is not three lines";
+  test::TempDir tmp;
+  test::write_file(tmp.str("run.toml"), "[grpo]\nlearning_rate = 0.001\n");
+  const std::string url = test::s3_test_url("brl-probe");
+  auto run = [&](std::string l) {
+    if (auto hash = l.find(" #"); hash != std::string::npos) l.erase(hash);
+    l = std::string(BRL_EXE) + l.substr(std::string("bucketrl").size());
+    const std::string cmd =
+        "cd '" + tmp.str() + "' && " + replace_all(l, "s3://my-bucket/probe", url) + " > out.log 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return std::make_pair(rc, test::read_file(tmp.str("out.log")));
+  };
+  auto [rc1, out1] = run(lines[0]);
+  EXPECT_EQ(rc1, 0) << out1;
+  auto [rc2, out2] = run(lines[1]);
+  EXPECT_NE(rc2, 0) << "the second create-only copy succeeded: " << out2;
+  EXPECT_NE(out2.find("already exists"), std::string::npos) << out2;
+  auto [rc3, out3] = run(lines[2]);
+  EXPECT_EQ(rc3, 0) << out3;
+  auto [rc4, out4] = run(lines[0]);  // removed: the key can be created again
+  EXPECT_EQ(rc4, 0) << out4;
+  run(lines[2]);
 }
