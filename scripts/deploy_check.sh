@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The deployment recipes for real, one base model for both (CI runs this after the tests):
+# The deployment recipes for real, one base model for both (CI runs the Slurm one after the
+# tests; the container one takes 12 more minutes and runs outside CI):
 # deploy/slurm/test.sh (a one-machine Slurm cluster, a worker requeued mid-run, directory
 # bucket) and deploy/container/test.sh (the image built with podman; proxy, workers and
 # evaluator in containers against the test RGW). The Kubernetes manifests are validated by
@@ -13,7 +14,7 @@ base=.cache/deploy-base
 if [[ ! -f $base/model.safetensors ]]; then
   echo "deploy check: pretraining the fast recipe's base once for every recipe"
   t0=$SECONDS
-  build/bucketrl pretrain --recipe fast --out "$base" --threads 1 > .cache/deploy-base.log 2>&1 ||
+  build/bucketrl pretrain --recipe fast --out "$base" > .cache/deploy-base.log 2>&1 ||
     { tail -20 .cache/deploy-base.log; exit 1; }
   echo "deploy check: base made in $((SECONDS - t0)) s"
 fi
