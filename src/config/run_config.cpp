@@ -182,7 +182,9 @@ namespace {
 // Where each section's names come from, for the reference.
 const char* section_origin(const std::string& section) {
   if (section == "model") return "The base model (a Hugging Face folder) and where it runs.";
-  if (section == "lora") return "PEFT's `LoraConfig`: the same names, meanings and defaults.";
+  if (section == "lora")
+    return "PEFT's `LoraConfig`: the same names and meanings (`init_seed` is bucketrl's); defaults are bucketrl's "
+           "(PEFT's lora_alpha is 8).";
   if (section == "grpo")
     return "TRL's `GRPOConfig` (and the `TrainingArguments` it extends): the same names and meanings; defaults "
            "sized for the small models and CPUs bucketrl's demo runs on where they differ.";
