@@ -125,13 +125,11 @@ done
 start evaluator "$IMAGE" evaluator --bucket "$BUCKET" --min-interval 5 --threads 1
 say "proxy, w0, w1 and the evaluator running (bucket $BUCKET, dashboard on 127.0.0.1:$port)"
 
+source deploy/progress.sh
 status() { brl status --bucket "$BUCKET" --json 2>/dev/null; }
 t0=$SECONDS reached=0 acc=0 version=0 health=""
 while ((SECONDS - t0 < TIMEOUT)); do
-  read -r version acc < <(status | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-print(s.get("version", 0), max([e["accuracy"] for e in s.get("evals", [])] or [0]))' || echo "0 0")
+  read -r version acc < <(status | run_progress)
   [[ -z $health ]] && health=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" || true)
   if awk -v a="$acc" 'BEGIN { exit !(a >= 0.9) }'; then reached=1; break; fi
   sleep 5

@@ -116,10 +116,8 @@ proxy=$(sbatch --parsable -c 1 "$repo/deploy/slurm/proxy.sbatch")
 workers=$(sbatch --parsable -c 1 --array=0-1 "$repo/deploy/slurm/workers.sbatch")
 say "proxy job $proxy, worker array $workers (bucket $BRL_BUCKET)"
 
-newest() { "$BRL_BIN" status --bucket "$BRL_BUCKET" --json 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-print(s.get("version", 0), max([e["accuracy"] for e in s.get("evals", [])] or [0]))' || echo "0 0"; }
+source "$repo/deploy/progress.sh"
+newest() { "$BRL_BIN" status --bucket "$BRL_BUCKET" --json 2>/dev/null | run_progress; }
 # The requeued task ran again (the script logs its restart count) and uploaded after it.
 rerun_uploaded() { awk '/restart [1-9]/ { r = 1 } r && /uploaded/ { u = 1 } END { exit !u }' "$1" 2>/dev/null; }
 requeued_log=$W/jobs/brl-worker-${workers}_1.log
