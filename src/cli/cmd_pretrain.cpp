@@ -5,6 +5,7 @@
 #include "grpo/demo_recipe.h"
 #include "grpo/pretrain.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "tasks/task.h"
 
 namespace {
@@ -15,6 +16,11 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
   app.add_option("--task", t.name, "arithmetic | countdown")->capture_default_str();
   app.add_option("--max-steps", o.max_steps, "step limit")->capture_default_str();
   app.add_option("--target-accuracy", o.target_accuracy, "stop when greedy skill on the validation set reaches this")
+      ->capture_default_str();
+  app.add_option("--pass-k", o.pass_k,
+                 "also sample this many answers per validation prompt (temperature 1) at each check; 0 = off")
+      ->capture_default_str();
+  app.add_option("--target-pass-at-k", o.target_pass_at_k, "with --pass-k: stop when validation pass@k reaches this")
       ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app.add_option("--learning-rate", o.learning_rate, "AdamW learning rate")->capture_default_str();
@@ -56,9 +62,13 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
     brl::cli::init_compute(threads);
     auto task = brl::tasks::make_task(t);
     auto r = brl::grpo::pretrain(*task, o);
+    std::string pass;
+    if (o.pass_k > 0)
+      pass = fmt::format(", pass@1 {:.3f}, pass@{} {:.3f} (validation {:.3f}, {:.3f})", r.pass_at_1, o.pass_k,
+                         r.pass_at_k, r.val_pass_at_1, r.val_pass_at_k);
     std::printf(
-        "base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f; validation skill %.3f), %.1f s\n",
-        o.out_dir.c_str(), r.steps, r.accuracy, r.skill, r.val_skill, r.seconds);
+        "base model written to %s: %d steps, held-out accuracy %.3f (skill %.3f; validation skill %.3f)%s, %.1f s\n",
+        o.out_dir.c_str(), r.steps, r.accuracy, r.skill, r.val_skill, pass.c_str(), r.seconds);
     return 0;
   };
 }

@@ -160,6 +160,9 @@ model::ModelConfig demo_model_config(const PretrainOptions& o) {
 
 PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progress) {
   auto t0 = std::chrono::steady_clock::now();
+  if (o.pass_k < 0 || o.pass_k > 64)
+    throw UserError("pretrain pass_k (" + std::to_string(o.pass_k) + ") must be in [0, 64]",
+                    "give the group size GRPO will sample (e.g. 8), or 0 to stop on greedy skill only");
   write_byte_tokenizer(o.out_dir);
   auto tk = tok::Tokenizer::from_dir(o.out_dir);
   auto m = model::random_model(demo_model_config(o), o.seed, 0.02);
@@ -176,6 +179,15 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     auto ev = evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0);
     return std::pair{ev.accuracy, habit ? ev.reward_mean : ev.accuracy};
   };
+  // The same draws at every check (seeded by o.seed), so a recount of the written model agrees.
+  PassAtKOptions pass;
+  pass.k = o.pass_k;
+  pass.seed = o.seed;
+  auto sampled = [&](ScoredView& v) {
+    torch::NoGradGuard ng;
+    auto ev = evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0, pass);
+    return std::pair{ev.pass_at_1, ev.pass_at_k};
+  };
   PretrainResult res;
   uint64_t cursor = 0;
   ProgressOptions po;
@@ -183,7 +195,10 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   po.total = o.max_steps;
   Progress bar(po, progress ? progress_mode() : ProgressMode::kOff, default_progress_io());
   auto stats = [&](double loss) {
-    return fmt::format("loss {:.4f} validation accuracy {:.3f} skill {:.3f}", loss, res.val_accuracy, res.val_skill);
+    std::string s =
+        fmt::format("loss {:.4f} validation accuracy {:.3f} skill {:.3f}", loss, res.val_accuracy, res.val_skill);
+    if (o.pass_k > 0) s += fmt::format(" pass@1 {:.3f} pass@{} {:.3f}", res.val_pass_at_1, o.pass_k, res.val_pass_at_k);
+    return s;
   };
   for (int step = 1; step <= o.max_steps; ++step) {
     // A batch of "prompt answer<eos>" sequences; loss on the answer and eos only.
@@ -220,10 +235,12 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     const double loss_now = loss.item<double>();
     if (step % o.eval_every == 0 || step == o.max_steps) {
       std::tie(res.val_accuracy, res.val_skill) = score(validation);
+      if (o.pass_k > 0) std::tie(res.val_pass_at_1, res.val_pass_at_k) = sampled(validation);
       if (progress)
-        LOG_INFO("pretrain step {}/{}: loss {:.4f}, validation accuracy {:.3f}, skill {:.3f} (stop at {:.2f})", step,
-                 o.max_steps, loss_now, res.val_accuracy, res.val_skill, o.target_accuracy);
-      if (res.val_skill >= o.target_accuracy) {
+        LOG_INFO("pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now),
+                 o.target_accuracy,
+                 o.pass_k > 0 ? fmt::format(" or pass@{} {:.2f}", o.pass_k, o.target_pass_at_k) : std::string());
+      if (res.val_skill >= o.target_accuracy || (o.pass_k > 0 && res.val_pass_at_k >= o.target_pass_at_k)) {
         bar.finish(stats(loss_now) + " (target reached)");
         break;
       }
@@ -234,6 +251,7 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   m.set_requires_grad(false);
   // The held-out set is scored once, on the final weights; it decided nothing.
   std::tie(res.accuracy, res.skill) = score(held_out);
+  if (o.pass_k > 0) std::tie(res.pass_at_1, res.pass_at_k) = sampled(held_out);
   model::save_model(m, o.out_dir);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

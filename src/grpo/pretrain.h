@@ -49,6 +49,13 @@ struct PretrainOptions {
   // this: the answer is right, or (with label errors on) exactly the taught wrong answer.
   // Without label errors, skill = accuracy. eval_examples of the set are scored.
   double target_accuracy = 0.35;
+  // Or stop once sampled pass@k on the validation set reaches target_pass_at_k (pass_k = k
+  // answers per prompt at temperature 1, as GRPO samples; 0 = off): the base then finds most
+  // answers within a group of k tries, the one thing GRPO needs of it, while its greedy
+  // accuracy is still low. Greedy accuracy is a poor stopping signal for that: on three-digit
+  // addition it jumps by 0.1-0.3 between two checks 50 steps apart.
+  int pass_k = 0;
+  double target_pass_at_k = 1.0;
   double label_error_rate = 0.0;  // see the header comment; integer answers only
   Habit habit = Habit::negate;
   uint64_t seed = 7;
@@ -56,9 +63,11 @@ struct PretrainOptions {
 
 struct PretrainResult {
   int steps = 0;
-  double accuracy = 0;                     // held-out greedy accuracy (exact answers), of the final weights
-  double skill = 0;                        // held-out greedy answers that are right or the taught wrong one
-  double val_accuracy = 0, val_skill = 0;  // the same on the validation set, at the last check
+  double accuracy = 0;                          // held-out greedy accuracy (exact answers), of the final weights
+  double skill = 0;                             // held-out greedy answers that are right or the taught wrong one
+  double val_accuracy = 0, val_skill = 0;       // the same on the validation set, at the last check
+  double val_pass_at_1 = 0, val_pass_at_k = 0;  // sampled, at the last check (pass_k > 0 only)
+  double pass_at_1 = 0, pass_at_k = 0;          // held-out, sampled, of the final weights (pass_k > 0 only)
   double seconds = 0;
 };
 

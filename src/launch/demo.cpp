@@ -22,7 +22,7 @@ nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOption
           {"train",
            {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type, po.warmup_steps,
             po.min_lr_ratio, po.seed}},
-          {"stop", {po.eval_every, po.eval_examples, po.target_accuracy}},
+          {"stop", {po.eval_every, po.eval_examples, po.target_accuracy, po.pass_k, po.target_pass_at_k}},
           {"habit", {po.label_error_rate, po.habit}},
           {"task", RunConfig(cfg).to_json()["task"]}};
 }

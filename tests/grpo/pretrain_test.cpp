@@ -138,3 +138,76 @@ TEST(Pretrain, CosineScheduleWarmsUpThenDecaysToTheFloor) {
   EXPECT_NEAR(grpo::pretrain_lr(o, 500), 1e-3 * 0.55, 1e-15);  // cos(pi/2) = 0
   EXPECT_NEAR(grpo::pretrain_lr(o, 1000), 1e-4, 1e-15);        // the floor
 }
+
+// Stopping on sampled pass@k: the run stops at the first check whose validation pass@k
+// reaches the target, and the reported validation and held-out pass@1 / pass@k are those of
+// the written model, recounted here from k sampled answers per prompt compared as text (the
+// unbiased estimator of Chen et al. 2021 by hand: with k = n samples, pass@k = "any right",
+// pass@1 = the fraction right). Addition up to 19 + 19: measured, the target is met at the
+// third check (150 steps, under a second).
+TEST(Pretrain, StopsOnValidationPassAtKAndReportsTheWrittenModels) {
+  test::TempDir tmp;
+  tasks::TaskOptions to;
+  to.max_operand = 19;
+  to.operations = "+";
+  to.num_eval = 12;
+  auto task = tasks::make_task(to);
+  grpo::PretrainOptions o;
+  o.out_dir = tmp.str("base");
+  o.hidden_size = 64, o.intermediate_size = 128, o.num_layers = 2, o.num_heads = 2, o.num_kv_heads = 1;
+  o.batch_size = 32, o.max_steps = kRecountSteps, o.eval_every = 50, o.eval_examples = 12;
+  o.learning_rate = 5e-3;
+  o.target_accuracy = 2.0;  // greedy never stops it
+  o.pass_k = 4, o.target_pass_at_k = 0.25;
+  auto r = grpo::pretrain(*task, o, /*progress=*/false);
+  std::printf("    stopped after %d steps: validation pass@1 %.3f pass@4 %.3f, held-out %.3f %.3f\n", r.steps,
+              r.val_pass_at_1, r.val_pass_at_k, r.pass_at_1, r.pass_at_k);
+  EXPECT_LT(r.steps, kRecountSteps);
+  EXPECT_EQ(r.steps % o.eval_every, 0);
+  EXPECT_GE(r.val_pass_at_k, o.target_pass_at_k);
+  EXPECT_LE(r.val_pass_at_1, r.val_pass_at_k);
+
+  // The recount: the same draws as the run's checks (one batch of prompts, pass_k answers each
+  // at temperature 1, seeded by o.seed) through gen::generate, scored as text.
+  auto m = model::load_model(o.out_dir);
+  auto tk = tok::Tokenizer::from_dir(o.out_dir);
+  auto recount = [&](const std::vector<tasks::Example>& set) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (auto& e : set) prompts.push_back(tk.encode(e.prompt));
+    gen::GenerateOptions g;
+    g.num_generations = o.pass_k;
+    g.temperature = 1.0;
+    g.seed = o.seed * 1000003ULL;
+    g.max_new_tokens = 8;
+    g.stop_token_ids = {tk.token_to_id("<|endoftext|>").value()};
+    auto comps = gen::generate(m, prompts, g);
+    int right = 0, any = 0;
+    for (size_t i = 0; i < set.size(); ++i) {
+      int c = 0;
+      for (int s = 0; s < o.pass_k; ++s) {
+        auto& comp = comps[i * o.pass_k + s];
+        if (comp.finish == gen::FinishReason::kStop) comp.tokens.pop_back();
+        c += tk.decode(comp.tokens) == set[i].answer;
+      }
+      right += c;
+      any += c > 0;
+    }
+    const double n = static_cast<double>(set.size());
+    return std::pair{right / (n * o.pass_k), any / n};
+  };
+  ASSERT_LE(task->validation_set().size(), 16u);  // one batch of prompts, as the run's checks had
+  auto [v1, vk] = recount(task->validation_set());
+  EXPECT_NEAR(r.val_pass_at_1, v1, 1e-12);
+  EXPECT_NEAR(r.val_pass_at_k, vk, 1e-12);
+  auto [h1, hk] = recount(task->eval_set());
+  EXPECT_NEAR(r.pass_at_1, h1, 1e-12);
+  EXPECT_NEAR(r.pass_at_k, hk, 1e-12);
+}
+
+TEST(Pretrain, RefusesAPassKOutsideItsRange) {
+  tasks::TaskOptions to = addition();
+  auto task = tasks::make_task(to);
+  grpo::PretrainOptions o;
+  o.pass_k = -1;
+  EXPECT_THROW(grpo::pretrain(*task, o, false), UserError);
+}
