@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <tuple>
 #include <utility>
 #include <cstdio>
 #include <filesystem>
@@ -173,21 +172,17 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.learning_rate).weight_decay(o.weight_decay));
   const std::optional<Habit> habit = o.label_error_rate > 0 ? std::optional(o.habit) : std::nullopt;
   ScoredView validation(task, habit, true), held_out(task, habit, false);
-  // (accuracy, skill) of the model now on a view's examples.
-  auto score = [&](ScoredView& v) {
-    torch::NoGradGuard ng;
-    auto ev = evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0);
-    return std::pair{ev.accuracy, habit ? ev.reward_mean : ev.accuracy};
-  };
-  // The same draws at every check (seeded by o.seed), so a recount of the written model agrees.
+  // One pass over a view's examples: greedy accuracy and skill, and with pass_k > 0 sampled
+  // pass@1 / pass@k, always the same draws (seeded by o.seed), so a recount of the written model
+  // agrees.
   PassAtKOptions pass;
   pass.k = o.pass_k;
   pass.seed = o.seed;
-  auto sampled = [&](ScoredView& v) {
+  auto score = [&](ScoredView& v) {
     torch::NoGradGuard ng;
-    auto ev = evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0, pass);
-    return std::pair{ev.pass_at_1, ev.pass_at_k};
+    return evaluate(m, tk, v, o.eval_examples, 8, 0.0, 0, pass);
   };
+  auto skill = [&](const EvalResult& ev) { return habit ? ev.reward_mean : ev.accuracy; };
   PretrainResult res;
   uint64_t cursor = 0;
   ProgressOptions po;
@@ -234,8 +229,9 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     res.steps = step;
     const double loss_now = loss.item<double>();
     if (step % o.eval_every == 0 || step == o.max_steps) {
-      std::tie(res.val_accuracy, res.val_skill) = score(validation);
-      if (o.pass_k > 0) std::tie(res.val_pass_at_1, res.val_pass_at_k) = sampled(validation);
+      const EvalResult v = score(validation);
+      res.val_accuracy = v.accuracy, res.val_skill = skill(v), res.val_pass_at_1 = v.pass_at_1,
+      res.val_pass_at_k = v.pass_at_k;
       if (progress)
         LOG_INFO("pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now),
                  o.target_accuracy,
@@ -250,8 +246,8 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   bar.finish();
   m.set_requires_grad(false);
   // The held-out set is scored once, on the final weights; it decided nothing.
-  std::tie(res.accuracy, res.skill) = score(held_out);
-  if (o.pass_k > 0) std::tie(res.pass_at_1, res.pass_at_k) = sampled(held_out);
+  const EvalResult h = score(held_out);
+  res.accuracy = h.accuracy, res.skill = skill(h), res.pass_at_1 = h.pass_at_1, res.pass_at_k = h.pass_at_k;
   model::save_model(m, o.out_dir);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -28,6 +28,22 @@ tasks::TaskOptions addition() {
   to.num_eval = 16;
   return to;
 }
+
+// The written model's answers to the prompts as text (g.num_generations each, in order; at
+// most 8 new tokens, the stop token dropped), without the task's reward code.
+std::vector<std::string> answers(const model::Model& m, const tok::Tokenizer& tk,
+                                 const std::vector<std::string>& prompts, gen::GenerateOptions g) {
+  std::vector<std::vector<int32_t>> ids;
+  for (auto& p : prompts) ids.push_back(tk.encode(p));
+  g.max_new_tokens = 8;
+  g.stop_token_ids = {tk.token_to_id("<|endoftext|>").value()};
+  std::vector<std::string> out;
+  for (auto& c : gen::generate(m, ids, g)) {
+    if (c.finish == gen::FinishReason::kStop) c.tokens.pop_back();
+    out.push_back(tk.decode(c.tokens));
+  }
+  return out;
+}
 }  // namespace
 
 TEST(Pretrain, LabelErrorsHaveTheHabitsFormAtTheAskedRate) {
@@ -106,15 +122,10 @@ TEST(Pretrain, ReportedHeldOutScoresMatchARecountOfTheWrittenModel) {
   auto tk = tok::Tokenizer::from_dir(o.out_dir);
   int right = 0, habit = 0;
   const auto& held_out = task->eval_set();
+  gen::GenerateOptions greedy;
+  greedy.temperature = 0;
   for (auto& e : held_out) {
-    auto ids = tk.encode(e.prompt);
-    gen::GenerateOptions g;
-    g.temperature = 0;
-    g.max_new_tokens = 8;
-    g.stop_token_ids = {tk.token_to_id("<|endoftext|>").value()};
-    auto c = gen::generate(m, {ids}, g)[0];
-    if (c.finish == gen::FinishReason::kStop) c.tokens.pop_back();
-    const std::string text = tk.decode(c.tokens);
+    const std::string text = answers(m, tk, {e.prompt}, greedy)[0];
     right += text == e.answer;
     habit += text == "-" + e.answer && e.answer != "0";
   }
@@ -124,7 +135,7 @@ TEST(Pretrain, ReportedHeldOutScoresMatchARecountOfTheWrittenModel) {
       right, habit, held_out.size(), r.accuracy, r.skill, r.val_accuracy, r.val_skill);
   EXPECT_DOUBLE_EQ(r.accuracy, right / n);
   EXPECT_DOUBLE_EQ(r.skill, (right + habit) / n);
-  EXPECT_GT(right + habit, 0);  // measured: 2 right, 2 with the habit (1,500 steps, 2 threads)
+  EXPECT_GT(right + habit, 0);  // measured: 2 right, 2 with the habit on a Zen 5; 0 and 1 on a 2-core Xeon
 }
 
 TEST(Pretrain, CosineScheduleWarmsUpThenDecaysToTheFloor) {
@@ -171,24 +182,18 @@ TEST(Pretrain, StopsOnValidationPassAtKAndReportsTheWrittenModels) {
   // at temperature 1, seeded by o.seed) through gen::generate, scored as text.
   auto m = model::load_model(o.out_dir);
   auto tk = tok::Tokenizer::from_dir(o.out_dir);
+  gen::GenerateOptions g;
+  g.num_generations = o.pass_k;
+  g.temperature = 1.0;
+  g.seed = o.seed * 1000003ULL;
   auto recount = [&](const std::vector<tasks::Example>& set) {
-    std::vector<std::vector<int32_t>> prompts;
-    for (auto& e : set) prompts.push_back(tk.encode(e.prompt));
-    gen::GenerateOptions g;
-    g.num_generations = o.pass_k;
-    g.temperature = 1.0;
-    g.seed = o.seed * 1000003ULL;
-    g.max_new_tokens = 8;
-    g.stop_token_ids = {tk.token_to_id("<|endoftext|>").value()};
-    auto comps = gen::generate(m, prompts, g);
+    std::vector<std::string> prompts;
+    for (auto& e : set) prompts.push_back(e.prompt);
+    const auto texts = answers(m, tk, prompts, g);
     int right = 0, any = 0;
     for (size_t i = 0; i < set.size(); ++i) {
       int c = 0;
-      for (int s = 0; s < o.pass_k; ++s) {
-        auto& comp = comps[i * o.pass_k + s];
-        if (comp.finish == gen::FinishReason::kStop) comp.tokens.pop_back();
-        c += tk.decode(comp.tokens) == set[i].answer;
-      }
+      for (int s = 0; s < o.pass_k; ++s) c += texts[i * o.pass_k + s] == set[i].answer;
       right += c;
       any += c > 0;
     }
