@@ -29,16 +29,25 @@ void assign(model::Model& m, const std::vector<codec::Tensor>& values, const std
   lora::set_adapter_tensors(m, v, source);
 }
 
-std::vector<codec::Tensor> subtract(const std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b) {
+namespace {
+// a += s b, tensor by tensor (same names and shapes); s = -1 is exact negation.
+void axpy(std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b, float s) {
   BRL_ASSERT(a.size() == b.size(), "adapter snapshots differ in tensor count");
-  std::vector<codec::Tensor> d = a;
   for (size_t i = 0; i < a.size(); ++i) {
     BRL_ASSERT(a[i].name == b[i].name && a[i].data.size() == b[i].data.size(),
                "adapter snapshots differ: " + a[i].name);
-    for (size_t k = 0; k < a[i].data.size(); ++k) d[i].data[k] = a[i].data[k] - b[i].data[k];
+    for (size_t k = 0; k < a[i].data.size(); ++k) a[i].data[k] += s * b[i].data[k];
   }
+}
+}  // namespace
+
+std::vector<codec::Tensor> subtract(const std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b) {
+  std::vector<codec::Tensor> d = a;
+  axpy(d, b, -1.0f);
   return d;
 }
+
+void add_into(std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b) { axpy(a, b, 1.0f); }
 
 double l2_norm(const std::vector<codec::Tensor>& t) {
   double s = 0;

@@ -15,6 +15,8 @@ std::vector<codec::Tensor> snapshot(model::Model& m);
 void assign(model::Model& m, const std::vector<codec::Tensor>& values, const std::string& source);
 // a - b, tensor by tensor (same names and shapes).
 std::vector<codec::Tensor> subtract(const std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b);
+// a += b, tensor by tensor (same names and shapes).
+void add_into(std::vector<codec::Tensor>& a, const std::vector<codec::Tensor>& b);
 double l2_norm(const std::vector<codec::Tensor>& t);
 
 }  // namespace brl::worker

@@ -54,6 +54,7 @@ std::optional<ed25519::SigningKey> signing_key(const std::string& worker, const 
 // reason): those of the versions since the last adopted one are read on adoption, so a
 // rejection is logged, counted and sent in the heartbeat rather than known only to the proxy.
 constexpr int64_t kRejectionLookback = 64;  // versions read at most per adoption
+constexpr size_t kMaxUnfolded = 16;         // own uploads kept for adoption (Worker::unfolded_)
 
 }  // namespace
 
@@ -130,6 +131,11 @@ void Worker::adopt(int64_t v) {
     note_rejections(man);
   }
   auto t = protocol::read_version(*store_, man).value().adapter;
+  // The version's cursor names the newest of this worker's updates the proxy has considered
+  // (folded or rejected; ids sort by time); the later ones are still to come, so they stay.
+  if (auto c = man.cursors.find(id_); c != man.cursors.end())
+    std::erase_if(unfolded_, [&](const Unfolded& u) { return u.id <= c->second; });
+  for (const auto& u : unfolded_) add_into(t, u.delta);
   assign(ses_->model, t, man.payload_key);
   anchor_ = std::move(t);
   version_ = v;
@@ -236,6 +242,13 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
   }
   feedback_ = std::move(trial);
   anchor_ = std::move(cur);
+  unfolded_.push_back({h.id, codec::decode(payload).value()});
+  // A proxy away for long must not make this list grow without end: merged, the older delta
+  // leaves with the newer one's id (a little later than it could).
+  if (unfolded_.size() > kMaxUnfolded) {
+    add_into(unfolded_[1].delta, unfolded_[0].delta);
+    unfolded_.erase(unfolded_.begin());
+  }
   ++sum_.updates;
   sum_.bytes_uploaded += obj.size();
   LOG_INFO("worker {}: uploaded {} (base v{}, {} steps, {} samples, reward {:.3f}, {} bytes {} in {:.3f} s)", id_, h.id,

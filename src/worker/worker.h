@@ -74,8 +74,9 @@ class Worker {
   // adopts a newer version if there is one. False when there was nothing to upload or the
   // upload failed.
   bool sync(const std::atomic<bool>& stop);
-  // Global version v becomes the model's adapter and the anchor of the next delta; the
-  // proxy's rejections of this worker's updates since the last adopted version are counted.
+  // Global version v, plus this worker's own uploaded updates it has not considered yet,
+  // becomes the model's adapter and the anchor of the next delta; the proxy's rejections of
+  // this worker's updates since the last adopted version are counted.
   void adopt(int64_t v);
   // Steps and syncs until `stop`, a limit or a fatal error; on a clean stop the progress
   // since the last sync is uploaded first (retried a few times when the bucket refuses it;
@@ -86,6 +87,10 @@ class Worker {
   int64_t version() const { return version_; }
   const WorkerSummary& summary() const { return sum_; }
   const RewardWindow& window() const { return win_; }
+  // The adapter the next delta is taken against (the model's adapter right after a sync).
+  const std::vector<codec::Tensor>& anchor() const { return anchor_; }
+  // Own updates uploaded but not yet considered by the newest adopted version.
+  size_t unfolded() const { return unfolded_.size(); }
 
  private:
   // Sync mode (the baseline): idle until the proxy publishes past v.
@@ -106,7 +111,15 @@ class Worker {
   WorkerSummary sum_;
   int64_t version_ = -1;
   std::vector<codec::Tensor> anchor_;  // the adapter the next delta is taken against
-  int64_t last_ms_ = 0;                // the time part of this worker's newest update id
+  // Own uploads a newer version may not contain yet: the id and the delta as the proxy will
+  // decode it. Adopting a version without them would step this worker back over its own
+  // progress, which it would then learn, and upload, a second time.
+  struct Unfolded {
+    std::string id;
+    std::vector<codec::Tensor> delta;
+  };
+  std::vector<Unfolded> unfolded_;
+  int64_t last_ms_ = 0;  // the time part of this worker's newest update id
   std::mt19937_64 rng_;
   codec::Options codec_;
   codec::ErrorFeedback feedback_;

@@ -1,7 +1,8 @@
 // The Worker class step by step on a directory bucket, as proxy_security_test drives the
 // Proxy: what load, step, sync and adopt leave in the bucket, checked from the bucket alone
 // (update objects, heartbeats, logs) and, for adoption, against a version folded by the real
-// proxy. The reward window's sums against hand-derived values.
+// proxy (with the worker's own not yet folded update on top). The reward window's sums
+// against hand-derived values.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -147,6 +148,48 @@ TEST(Worker, AdoptsTheFoldedVersionAndDiffsAgainstIt) {
   owner.reset();  // its final heartbeat
   auto hb = protocol::Heartbeat::parse(s->get(protocol::heartbeat_key("wb")).value(), "hb").value();
   EXPECT_EQ(hb.version, 1);
+}
+
+// A version without the worker's newest update (the proxy folds it later) is adopted with that
+// update on top, so the worker does not step back over its own progress (and learn it twice);
+// once a version holds it (its manifest's cursor names it) it is no longer added. Checked
+// against the versions and update payloads in the bucket.
+TEST(Worker, AdoptsANewerVersionWithItsOwnUnfoldedUpdateOnTop) {
+  WorkerRun r(1);
+  auto s = protocol::open_bucket(r.bucket);
+  auto owner = std::make_unique<worker::Worker>(r.options("wc"));
+  worker::Worker& w = *owner;
+  proxy::Proxy p(test::proxy_options(r.bucket, "p"));
+  std::atomic<bool> stop{false};
+  auto expect_sum = [](const std::vector<codec::Tensor>& got, const std::vector<codec::Tensor>& v,
+                       const std::vector<codec::Tensor>& d) {
+    ASSERT_EQ(got.size(), v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      for (size_t k = 0; k < v[i].data.size(); ++k) ASSERT_EQ(got[i].data[k], v[i].data[k] + d[i].data[k]) << v[i].name;
+  };
+  w.step();
+  ASSERT_TRUE(w.sync(stop));  // update 1
+  EXPECT_EQ(w.unfolded(), 1u);
+  ASSERT_TRUE(p.poll_once());  // v1 holds update 1
+  w.step();
+  ASSERT_TRUE(w.sync(stop));  // update 2, then adopts v1, which lacks it
+  EXPECT_EQ(w.version(), 1);
+  EXPECT_EQ(w.unfolded(), 1u);
+  auto ups = r.updates(*s, "wc");
+  ASSERT_EQ(ups.size(), 2u);
+  auto v1 = protocol::read_version(*s, 1).value().adapter;
+  expect_sum(w.anchor(), v1, payload_of(*s, ups[1]));
+
+  ASSERT_TRUE(p.poll_once());  // v2 holds update 2
+  w.step();
+  ASSERT_TRUE(w.sync(stop));  // update 3, then adopts v2: update 2 is in it, update 3 is not
+  EXPECT_EQ(w.version(), 2);
+  EXPECT_EQ(w.unfolded(), 1u);
+  ups = r.updates(*s, "wc");
+  ASSERT_EQ(ups.size(), 3u);
+  EXPECT_EQ(ups[2].base_version, 1);
+  auto v2 = protocol::read_version(*s, 2).value().adapter;
+  expect_sum(w.anchor(), v2, payload_of(*s, ups[2]));
 }
 
 TEST(RewardWindow, SampleWeightedMeanAndStd) {
