@@ -46,6 +46,16 @@ struct WorkerRun {
   }
 };
 
+// A worker syncing every step and the real proxy, both on one bucket.
+struct WithProxy {
+  WorkerRun r{1};
+  std::unique_ptr<store::ObjectStore> s = protocol::open_bucket(r.bucket);
+  std::unique_ptr<worker::Worker> owner;
+  proxy::Proxy p{test::proxy_options(r.bucket, "p")};
+  std::atomic<bool> stop{false};
+  explicit WithProxy(const std::string& id) : owner(std::make_unique<worker::Worker>(r.options(id))) {}
+};
+
 std::vector<codec::Tensor> payload_of(store::ObjectStore& s, const protocol::UpdateHeader& h) {
   auto body = s.get(protocol::update_key(h.worker, h.id)).value();
   auto p = protocol::parse_update(body, "u").value();
@@ -116,12 +126,9 @@ TEST(Worker, LoadStepSyncLeaveTheirObjects) {
 // delta is taken against it (base_version 1), and version 1 is version 0 plus the first delta
 // (fedavg, one update, server learning rate 1).
 TEST(Worker, AdoptsTheFoldedVersionAndDiffsAgainstIt) {
-  WorkerRun r(1);
-  auto s = protocol::open_bucket(r.bucket);
-  auto owner = std::make_unique<worker::Worker>(r.options("wb"));
+  WithProxy f("wb");
+  auto& [r, s, owner, p, stop] = f;
   worker::Worker& w = *owner;
-  proxy::Proxy p(test::proxy_options(r.bucket, "p"));
-  std::atomic<bool> stop{false};
   w.step();
   ASSERT_TRUE(w.sync(stop));
   EXPECT_EQ(w.version(), 0);  // nothing newer yet
@@ -155,12 +162,9 @@ TEST(Worker, AdoptsTheFoldedVersionAndDiffsAgainstIt) {
 // once a version holds it (its manifest's cursor names it) it is no longer added. Checked
 // against the versions and update payloads in the bucket.
 TEST(Worker, AdoptsANewerVersionWithItsOwnUnfoldedUpdateOnTop) {
-  WorkerRun r(1);
-  auto s = protocol::open_bucket(r.bucket);
-  auto owner = std::make_unique<worker::Worker>(r.options("wc"));
+  WithProxy f("wc");
+  auto& [r, s, owner, p, stop] = f;
   worker::Worker& w = *owner;
-  proxy::Proxy p(test::proxy_options(r.bucket, "p"));
-  std::atomic<bool> stop{false};
   auto expect_sum = [](const std::vector<codec::Tensor>& got, const std::vector<codec::Tensor>& v,
                        const std::vector<codec::Tensor>& d) {
     ASSERT_EQ(got.size(), v.size());
