@@ -109,9 +109,10 @@ constexpr double kBf16RelativeError = 1.0 / 256;
 class ErrorFeedback {
  public:
   // Encodes delta + stored residual, decodes it, and stores (delta + residual) - decoded as
-  // the new residual. Returns the payload. On a throw (bad input) the state is unchanged.
+  // the new residual. Returns the payload; `sent`, if given, receives the decoded tensors (what
+  // a reader of the payload gets). On a throw (bad input) the state is unchanged.
   // Throws UserError when a tensor's element count differs from its stored residual's.
-  std::string encode(const std::vector<Tensor>& delta, const Options& opt);
+  std::string encode(const std::vector<Tensor>& delta, const Options& opt, std::vector<Tensor>* sent = nullptr);
   void reset() { residual_.clear(); }
   // L2 norm of all stored residuals.
   double residual_norm() const;

@@ -6,7 +6,7 @@
 
 namespace brl::codec {
 
-std::string ErrorFeedback::encode(const std::vector<Tensor>& delta, const Options& opt) {
+std::string ErrorFeedback::encode(const std::vector<Tensor>& delta, const Options& opt, std::vector<Tensor>* sent) {
   std::vector<Tensor> corrected = delta;
   for (auto& t : corrected) {
     auto it = residual_.find(t.name);
@@ -26,6 +26,7 @@ std::string ErrorFeedback::encode(const std::vector<Tensor>& delta, const Option
     for (size_t i = 0; i < r.size(); ++i) r[i] -= d[i];
   }
   for (auto& t : corrected) residual_[t.name] = std::move(t.data);
+  if (sent) *sent = std::move(*decoded);
   return bytes;
 }
 

@@ -218,7 +218,14 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
   auto cur = snapshot(ses_->model);
   auto delta = subtract(cur, anchor_);
   codec::ErrorFeedback trial = feedback_;  // committed only if the upload lands
-  std::string payload = cfg_.sync.error_feedback ? trial.encode(delta, codec_) : codec::encode(delta, codec_);
+  std::vector<codec::Tensor> sent;         // the delta as the proxy will decode it
+  std::string payload;
+  if (cfg_.sync.error_feedback) {
+    payload = trial.encode(delta, codec_, &sent);
+  } else {
+    payload = codec::encode(delta, codec_);
+    sent = codec::decode(payload).value();
+  }
   last_ms_ = std::max(protocol::now_ms(), last_ms_ + 1);
   const auto h = protocol::make_update_header(id_, protocol::make_update_id(last_ms_, rng_()), version_, win_.stats(),
                                               cfg_.sync.codec, protocol::now_ms());
@@ -242,9 +249,10 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
   }
   feedback_ = std::move(trial);
   anchor_ = std::move(cur);
-  unfolded_.push_back({h.id, codec::decode(payload).value()});
+  unfolded_.push_back({h.id, std::move(sent)});
   // A proxy away for long must not make this list grow without end: merged, the older delta
-  // leaves with the newer one's id (a little later than it could).
+  // leaves with the newer one's id, so in the rare version that holds the older but not the
+  // newer one it counts twice until the next adoption.
   if (unfolded_.size() > kMaxUnfolded) {
     add_into(unfolded_[1].delta, unfolded_[0].delta);
     unfolded_.erase(unfolded_.begin());

@@ -344,7 +344,10 @@ TEST(Codec, ErrorFeedbackKeepsTheSumOnTrack) {
         if (it != ef.residuals().end())
           for (size_t i = 0; i < corrected[t].size(); ++i) corrected[t][i] += it->second[i];
       }
-      const auto with = decode_ok(ef.encode(delta, opt));
+      std::vector<codec::Tensor> sent;
+      const auto with = decode_ok(ef.encode(delta, opt, &sent));
+      ASSERT_EQ(sent.size(), with.size());  // what it hands back is what the payload decodes to
+      for (size_t t = 0; t < sent.size(); ++t) ASSERT_EQ(sent[t].data, with[t].data) << sent[t].name;
       const auto without = decode_ok(codec::encode(delta, opt));
       double ms = 0;
       size_t n_all = 0;
