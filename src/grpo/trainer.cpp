@@ -141,10 +141,20 @@ PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m)
 
 PolicyOptimizer::~PolicyOptimizer() = default;
 
-void PolicyOptimizer::reset_state() { opt_->state().clear(); }
+void PolicyOptimizer::reset_state() {
+  opt_->state().clear();
+  since_momentum_reset_ = -1;
+}
 
 void PolicyOptimizer::reset_momentum() {
   for (auto& [key, st] : opt_->state()) static_cast<torch::optim::AdamWParamState&>(*st).exp_avg().zero_();
+  if (!opt_->state().empty()) since_momentum_reset_ = 0;
+}
+
+double fresh_momentum_lr_scale(double beta1, int64_t step, int64_t steps_since_reset) {
+  if (steps_since_reset <= 0 || steps_since_reset >= step) return 1.0;
+  return (1 - std::pow(beta1, static_cast<double>(step))) /
+         (1 - std::pow(beta1, static_cast<double>(steps_since_reset)));
 }
 
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
@@ -218,7 +228,6 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   m_.training = true;
   const int64_t mb = cfg_.per_device_train_batch_size;
   const double total_tokens = std::max(1.0, b.completion_mask.sum().item<double>());
-  for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
   LossOptions lo;
   lo.loss_type = cfg_.loss_type;
   lo.epsilon_low = cfg_.epsilon;
@@ -260,6 +269,16 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
       st.clip_ratio += ls.clip_ratio / n_micro / cfg_.num_iterations;
     }
     if (cfg_.max_grad_norm > 0) st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, cfg_.max_grad_norm);
+    double scale = 1;
+    if (since_momentum_reset_ >= 0) {
+      const auto& states = opt_->state();
+      const int64_t t =
+          states.empty() ? 1 : static_cast<torch::optim::AdamWParamState&>(*states.begin()->second).step() + 1;
+      scale = fresh_momentum_lr_scale(cfg_.adam_beta1, t, ++since_momentum_reset_);
+      if (scale == 1.0) since_momentum_reset_ = -1;  // caught up (or the state restarted)
+    }
+    for (auto& g : opt_->param_groups())
+      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr * scale).weight_decay(cfg_.weight_decay / scale);
     opt_->step();
   }
   m_.training = false;

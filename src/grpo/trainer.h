@@ -111,8 +111,11 @@ class PolicyOptimizer {
   PolicyStats optimize(const PolicyBatch& b, double lr);
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
-  void reset_state();     // AdamW's moments and step count back to a fresh optimizer's
-  void reset_momentum();  // the first moment only: the second moment and step count stay
+  void reset_state();  // AdamW's moments and step count back to a fresh optimizer's
+  // The first moment only: the second moment and step count stay, and the first moment's bias
+  // correction restarts, as Adam's does for a moment that starts at zero (see
+  // fresh_momentum_lr_scale).
+  void reset_momentum();
 
  private:
   model::Model& m_;
@@ -120,7 +123,18 @@ class PolicyOptimizer {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> opt_;
   int64_t ref_passes_ = 0;
+  int64_t since_momentum_reset_ = -1;  // optimizer steps since reset_momentum(); -1: never
 };
+
+// AdamW divides its first moment by 1 - beta1^t, t counting every step, so once t is large a
+// first moment zeroed at a sync (reset_momentum) is not corrected at all: the step after it is
+// (1 - beta1) = a tenth of a normal one, and for a steady gradient a worker that syncs every ~6
+// steps moves at ~0.3x its learning rate. The learning rate times this factor, (1 - beta1^t) /
+// (1 - beta1^k) for the k-th step since the reset, makes the correction 1 - beta1^k, the one a
+// moment started at zero needs; the weight decay divided by it keeps lr x weight_decay as is.
+// Measured (issue 18, skill recipe, 2 workers, 5 pairs of 5-minute runs): held-out pass@1
+// higher at the end of every pair, by 0.02 to 0.05, mean 0.04 (BENCHMARKS.md, "The skill demo").
+double fresh_momentum_lr_scale(double beta1, int64_t step, int64_t steps_since_reset);
 
 class GrpoTrainer {
  public:

@@ -305,11 +305,15 @@ TEST(GrpoTrainer, ResetOptimizerMakesTheNextStepAFreshAdamStep) {
   EXPECT_NEAR(step_size(), g.learning_rate, 1e-3 * g.learning_rate);
 }
 
-// reset_momentum() zeroes AdamW's first moment and keeps its second moment and step count, so
-// the next step is AdamW's rule (Loshchilov & Hutter; torch.optim.AdamW's documentation) from
-// m = 0, derived here in double: m' = (1 - b1) g, v' = b2 v + (1 - b2) g^2, t' = t + 1,
-// p' = p (1 - lr wd) - lr (m' / (1 - b1^t')) / (sqrt(v' / (1 - b2^t')) + eps).
-TEST(GrpoTrainer, ResetMomentumKeepsTheSecondMomentAndStepCount) {
+// reset_momentum() zeroes AdamW's first moment and keeps its second moment and step count; the
+// first moment's bias correction restarts, as Adam's does for a moment that starts at zero. So
+// the k-th step after it is AdamW's rule (Loshchilov & Hutter; torch.optim.AdamW's
+// documentation) with the first moment counted from the reset, derived here in double:
+// m_k = b1 m_{k-1} + (1 - b1) g (m_0 = 0), v' = b2 v + (1 - b2) g^2, t' = t + 1,
+// p' = p (1 - lr wd) - lr (m_k / (1 - b1^k)) / (sqrt(v' / (1 - b2^t')) + eps).
+// Before the restart (stock AdamW, correction 1 - b1^t' ~ 1) the first step after a sync was a
+// tenth of this one.
+TEST(GrpoTrainer, ResetMomentumRestartsTheFirstMomentsBiasCorrection) {
   OptimizerEnv e(0.01);
   auto& [env, m, g, tr] = e;
   for (int i = 0; i < 3; ++i) tr.step();
@@ -318,7 +322,7 @@ TEST(GrpoTrainer, ResetMomentumKeepsTheSecondMomentAndStepCount) {
     return static_cast<torch::optim::AdamWParamState&>(*opt.state().at(p.unsafeGetTensorImpl()));
   };
   const auto params = opt.param_groups().at(0).params();
-  std::vector<torch::Tensor> v, before;
+  std::vector<torch::Tensor> v, mom;
   std::vector<int64_t> t;
   for (auto& p : params) {
     v.push_back(state(p).exp_avg_sq().to(torch::kDouble));
@@ -330,25 +334,38 @@ TEST(GrpoTrainer, ResetMomentumKeepsTheSecondMomentAndStepCount) {
     EXPECT_EQ(state(params[i]).exp_avg().abs().max().item<double>(), 0.0);
     EXPECT_TRUE(torch::equal(state(params[i]).exp_avg_sq().to(torch::kDouble), v[i]));
     EXPECT_EQ(state(params[i]).step(), 3);
-    before.push_back(params[i].detach().to(torch::kDouble));
+    mom.push_back(torch::zeros_like(v[i]));
   }
-  tr.step();
   const double lr = g.learning_rate, b1 = g.adam_beta1, b2 = g.adam_beta2, eps = g.adam_epsilon;
-  double worst = 0;
-  std::vector<torch::Tensor> moves;
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto gr = params[i].grad().to(torch::kDouble);
-    const double tn = static_cast<double>(t[i] + 1);
-    auto mn = (1 - b1) * gr, vn = b2 * v[i] + (1 - b2) * gr * gr;
-    auto want = before[i] * (1 - lr * g.weight_decay) -
-                lr * (mn / (1 - std::pow(b1, tn))) / ((vn / (1 - std::pow(b2, tn))).sqrt() + eps);
-    worst = std::max(worst, (params[i].detach().to(torch::kDouble) - want).abs().max().item<double>());
-    moves.push_back((want - before[i]).abs().flatten());
+  for (int k = 1; k <= 2; ++k) {
+    std::vector<torch::Tensor> before;
+    for (auto& p : params) before.push_back(p.detach().to(torch::kDouble));
+    tr.step();
+    double worst = 0;
+    std::vector<torch::Tensor> moves;
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto gr = params[i].grad().to(torch::kDouble);
+      const double tn = static_cast<double>(t[i] + k);
+      mom[i] = b1 * mom[i] + (1 - b1) * gr;
+      v[i] = b2 * v[i] + (1 - b2) * gr * gr;
+      auto want = before[i] * (1 - lr * g.weight_decay) -
+                  lr * (mom[i] / (1 - std::pow(b1, k))) / ((v[i] / (1 - std::pow(b2, tn))).sqrt() + eps);
+      worst = std::max(worst, (params[i].detach().to(torch::kDouble) - want).abs().max().item<double>());
+      moves.push_back((want - before[i]).abs().flatten());
+    }
+    EXPECT_LT(worst, 1e-7) << "step " << k << " after the reset";  // f32 arithmetic vs the double derivation
+    auto d = torch::cat(moves);
+    d = d.index({d > 0});
+    const double median = d.median().item<double>();
+    std::printf("    step %d after the reset: median |move| %.3f x lr\n", k, median / lr);
+    EXPECT_GT(median, 0.2 * lr);  // a full-size step, not (1 - b1) = a tenth of one
   }
-  EXPECT_LT(worst, 1e-7);  // f32 arithmetic vs the double derivation
-  auto d = torch::cat(moves);
-  d = d.index({d > 0});
-  const double median = d.median().item<double>();
-  EXPECT_GT(median, 1e-3 * lr);  // the step is not nothing
-  EXPECT_LT(median, 0.5 * lr);   // and, from m = 0 with v kept, far from a fresh sign step of lr
+}
+
+TEST(GrpoTrainer, FreshMomentumScaleByHand) {
+  // (1 - 0.9^t) / (1 - 0.9^k): t = 10, k = 1 -> 0.6513215599 / 0.1; k >= t or k <= 0 -> 1.
+  EXPECT_NEAR(grpo::fresh_momentum_lr_scale(0.9, 10, 1), 6.513215599, 1e-9);
+  EXPECT_NEAR(grpo::fresh_momentum_lr_scale(0.9, 10, 2), 0.6513215599 / 0.19, 1e-9);
+  EXPECT_EQ(grpo::fresh_momentum_lr_scale(0.9, 10, 10), 1.0);
+  EXPECT_EQ(grpo::fresh_momentum_lr_scale(0.9, 10, 0), 1.0);
 }
