@@ -25,7 +25,7 @@ namespace detail {
 
 std::vector<std::string> suffixes(Kind k) {
   if (quantized(k)) return {".scale"};
-  if (is_sparse(k)) return {".count", ".index", ".range"};
+  if (is_sparse(k)) return {".mask", ".range"};
   return {};
 }
 [[noreturn]] void corrupt(const std::string& what) {
@@ -92,35 +92,28 @@ const st::TensorView& view(const st::SafetensorsFile& f, const std::string& name
 }
 
 // Writes the sent elements of a topk tensor into out (zeros), checking what no encoder writes:
-// indices out of their run or not ascending, ranges that are not 0 <= lo <= hi < inf, set
-// padding bits. Counts and sizes were checked in pass 1.
-void decode_sparse(const uint8_t* codes, const uint8_t* count, const uint8_t* index, const uint8_t* range, Kind kind,
-                   int chunk, const std::string& name, std::vector<float>& out) {
+// ranges that are not 0 <= lo <= hi < inf, set padding bits. The mask's size, its bits past the
+// last element and the codes' size were checked in pass 1.
+void decode_sparse(const uint8_t* codes, const uint8_t* mask, const uint8_t* range, Kind kind, int chunk,
+                   const std::string& name, std::vector<float>& out) {
   const uint64_t n = out.size();
   const int bits = code_bits(kind), L = levels(kind);
   uint64_t e = 0;  // sent elements so far
   for (uint64_t r = 0, lo_i = 0; lo_i < n; ++r, lo_i += chunk) {
-    int32_t c;
     float lo, hi;
-    std::memcpy(&c, count + 4 * r, 4);
     std::memcpy(&lo, range + 8 * r, 4);
     std::memcpy(&hi, range + 8 * r + 4, 4);
     if (!(lo >= 0 && lo <= hi && hi <= FLT_MAX))
       corrupt("tensor \"" + name + "\" run " + std::to_string(r) + " has range [" + std::to_string(lo) + ", " +
               std::to_string(hi) + "] (must be finite, 0 <= lo <= hi)");
-    const uint64_t len = std::min<uint64_t>(chunk, n - lo_i);
+    const uint64_t end = std::min<uint64_t>(lo_i + chunk, n);
     const double w = (static_cast<double>(hi) - lo) / L;
-    int64_t prev = -1;
-    for (int32_t k = 0; k < c; ++k, ++e) {
-      int16_t i;
-      std::memcpy(&i, index + 2 * e, 2);
-      if (i <= prev || static_cast<uint64_t>(i) >= len)
-        corrupt("tensor \"" + name + "\" run " + std::to_string(r) + " index " + std::to_string(i) +
-                (i <= prev ? " is not above the one before it" : " is outside the run"));
-      prev = i;
+    for (uint64_t i = lo_i; i < end; ++i) {
+      if (!((mask[i / 8] >> (i % 8)) & 1)) continue;
       const int code = (codes[e * bits / 8] >> (e * bits % 8)) & ((1 << bits) - 1);
       const float m = std::min(hi, static_cast<float>(lo + (code % L + 0.5) * w));
-      out[lo_i + static_cast<uint64_t>(i)] = code >= L ? -m : m;
+      out[i] = code >= L ? -m : m;
+      ++e;
     }
   }
   if (const uint64_t used = e * bits; used % 8 && (codes[used / 8] >> (used % 8)) != 0)
@@ -130,14 +123,16 @@ void decode_sparse(const uint8_t* codes, const uint8_t* count, const uint8_t* in
 std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* kind_out) {
   const auto f = st::SafetensorsFile::from_buffer(body.data(), body.size(), "update payload body");
   const auto& md = f.metadata();
-  if (meta(md, "format") != kFormat)
-    corrupt("format \"" + meta(md, "format") + "\" is not supported (this build reads " + kFormat + ")");
   Kind kind;
   try {
     kind = parse_kind(meta(md, "codec"));
   } catch (const UserError&) {
     corrupt("codec \"" + meta(md, "codec") + "\" is unknown (valid: " + kValidKinds + ")");
   }
+  if (const std::string want = is_sparse(kind) ? kSparseFormat : kFormat; meta(md, "format") != want)
+    corrupt("format \"" + meta(md, "format") + "\" is not supported for codec " + kind_name(kind) +
+            " (this build reads " + want + (is_sparse(kind) ? "; format 1 came from builds before 2026-12-05" : "") +
+            ")");
   const int block = parse_block(meta(md, "block_size"));
   const bool q = quantized(kind);
   if (kind_out) *kind_out = kind;
@@ -172,7 +167,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
   struct Plan {
     const st::TensorView* codes = nullptr;
     const st::TensorView* scales = nullptr;
-    const st::TensorView *count = nullptr, *index = nullptr, *range = nullptr;  // topk kinds
+    const st::TensorView *mask = nullptr, *range = nullptr;  // topk kinds
     std::vector<int64_t> shape;
     uint64_t numel;
   };
@@ -193,28 +188,20 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
       p.shape = parse_shape(shapes[name], name, &p.numel);
       const uint64_t runs = num_blocks(p.numel, chunk);
-      p.count = &view(f, name + ".count", st::DType::I32, kind);
-      p.index = &view(f, name + ".index", st::DType::I16, kind);
+      p.mask = &view(f, name + ".mask", st::DType::U8, kind);
       p.range = &view(f, name + ".range", st::DType::F32, kind);
-      if (p.count->shape != std::vector<int64_t>{static_cast<int64_t>(runs)} ||
+      if (p.mask->shape != std::vector<int64_t>{static_cast<int64_t>(packed_bytes(p.numel, 1))} ||
           p.range->shape != std::vector<int64_t>{static_cast<int64_t>(runs), 2})
         corrupt("tensor \"" + name + "\": " + std::to_string(p.numel) + " elements in runs of " +
-                std::to_string(chunk) + " need .count [" + std::to_string(runs) + "] and .range [" +
-                std::to_string(runs) + ", 2], not " + shape_str(p.count->shape) + " and " + shape_str(p.range->shape));
+                std::to_string(chunk) + " need .mask [" + std::to_string(packed_bytes(p.numel, 1)) + "] and .range [" +
+                std::to_string(runs) + ", 2], not " + shape_str(p.mask->shape) + " and " + shape_str(p.range->shape));
+      if (p.numel % 8 && (p.mask->data[p.numel / 8] >> (p.numel % 8)) != 0)
+        corrupt("tensor \"" + name + "\" has .mask bits set past its " + std::to_string(p.numel) + " elements");
       uint64_t sent = 0;
-      for (uint64_t r = 0; r < runs; ++r) {
-        int32_t c;
-        std::memcpy(&c, p.count->data + 4 * r, 4);
-        const uint64_t len = std::min<uint64_t>(chunk, p.numel - r * chunk);
-        if (c < 0 || static_cast<uint64_t>(c) > len)
-          corrupt("tensor \"" + name + "\" run " + std::to_string(r) + " sends " + std::to_string(c) + " of its " +
-                  std::to_string(len) + " elements");
-        sent += static_cast<uint64_t>(c);
-      }
-      if (p.index->shape.size() != 1 || static_cast<uint64_t>(p.index->shape[0]) != sent ||
-          p.codes->shape.size() != 1 || static_cast<uint64_t>(p.codes->shape[0]) != packed_bytes(sent, code_bits(kind)))
-        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements: .index " +
-                shape_str(p.index->shape) + " and codes " + shape_str(p.codes->shape) + " do not match");
+      for (int64_t b = 0; b < p.mask->shape[0]; ++b) sent += static_cast<uint64_t>(std::popcount(p.mask->data[b]));
+      if (p.codes->shape.size() != 1 || static_cast<uint64_t>(p.codes->shape[0]) != packed_bytes(sent, code_bits(kind)))
+        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements (.mask): codes " +
+                shape_str(p.codes->shape) + " must be [" + std::to_string(packed_bytes(sent, code_bits(kind))) + "]");
     } else if (kind == Kind::int4) {
       if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
       p.shape = parse_shape(shapes[name], name, &p.numel);
@@ -308,9 +295,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
         break;
       }
       case Kind::topk_int2:
-      case Kind::topk_int4:
-        decode_sparse(p.codes->data, p.count->data, p.index->data, p.range->data, kind, chunk, name, o.data);
-        break;
+      case Kind::topk_int4: decode_sparse(p.codes->data, p.mask->data, p.range->data, kind, chunk, name, o.data); break;
     }
     out.push_back(std::move(o));
   }
@@ -375,7 +360,7 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
     for (auto& sfx : suffixes(opt.kind)) fresh = stored.insert(t.name + sfx).second && fresh;
     if (!fresh)
       throw UserError("codec encode: tensor name \"" + t.name + "\" is duplicated or collides with the extra " +
-                      "entries (<name>.scale, .count, .index, .range) of codec " + kind_name(opt.kind));
+                      "entries (<name>.scale, .mask, .range) of codec " + kind_name(opt.kind));
   }
 
   // Owning buffers first, views after, so no reallocation moves what a view points to.
@@ -458,14 +443,10 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
       case Kind::topk_int2:
       case Kind::topk_int4: {
         const auto& sp = e.sparse;
-        const int64_t runs = static_cast<int64_t>(sp.count.size());
+        const int64_t runs = static_cast<int64_t>(sp.range.size() / 2);
         tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(), e.codes.size()});
-        tds.push_back({x.name + ".count", st::DType::I32, {runs}, sp.count.data(), sp.count.size() * 4});
-        tds.push_back({x.name + ".index",
-                       st::DType::I16,
-                       {static_cast<int64_t>(sp.index.size())},
-                       sp.index.data(),
-                       sp.index.size() * 2});
+        tds.push_back(
+            {x.name + ".mask", st::DType::U8, {static_cast<int64_t>(sp.mask.size())}, sp.mask.data(), sp.mask.size()});
         tds.push_back({x.name + ".range", st::DType::F32, {runs, 2}, sp.range.data(), sp.range.size() * 4});
         break;
       }
@@ -477,7 +458,7 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
                      e.scales.data(),
                      e.scales.size()});
   }
-  std::map<std::string, std::string> md{{"format", kFormat},
+  std::map<std::string, std::string> md{{"format", is_sparse(opt.kind) ? kSparseFormat : kFormat},
                                         {"codec", kind_name(opt.kind)},
                                         {"block_size", std::to_string(opt.block_size)},
                                         {"tensors", list.dump()}};

@@ -6,7 +6,7 @@
 // scale absmax/127 resp. absmax/7 and codes round(x / scale), so |error| <= scale / 2), and
 // the sparse topk_int2 / topk_int4 (SparseLoCo's chunked top-k): each run of topk_chunk
 // elements sends only its k = ceil(topk_density * run length) largest in magnitude (ties: the
-// lower index; zeros are never sent), as their index in the run and a 2- or 4-bit code: a sign bit and a magnitude
+// lower index; zeros are never sent), as a bit in a mask and a 2- or 4-bit code: a sign bit and a magnitude
 // level j of L = 2 resp. 8 uniform levels between the smallest (lo) and largest (hi) sent
 // magnitude of the run, decoded as lo + (j + 1/2)(hi - lo) / L (|error| <= (hi - lo) / 2L);
 // the rest decode as 0. With error feedback (below) what is not sent is sent later.
@@ -19,11 +19,12 @@
 //                   U8 (int4: two codes per byte, element 2i in the low nibble, stored as
 //                   code + 8 in 1..15; the spare high nibble of an odd count is 0)
 //     <name>.scale  F32 per-block scales [ceil(numel / block_size)] (int8, int4 only)
-//   topk kinds instead: <name> U8 the codes of the sent elements in order, packed 4 (int2)
-//     or 2 (int4) per byte from the low bits, the spare high bits of the last byte 0;
-//     <name>.count I32 [runs] elements sent per run; <name>.index I16 [sent] each one's
-//     index in its run, ascending within a run; <name>.range F32 [runs, 2] lo, hi per run.
-//   and __metadata__ {"format": "1", "codec": "int4", "block_size": "64",
+//   topk kinds instead: <name> U8 the codes of the sent elements in element order, packed 4
+//     (int2) or 2 (int4) per byte from the low bits, the spare high bits of the last byte 0;
+//     <name>.mask U8 [ceil(numel / 8)] bit i % 8 of byte i / 8 (from the low bit) set when
+//     element i is sent, bits past the last element 0 (zstd takes a mask at density 1/8 to
+//     ~4.7 bits a sent element); <name>.range F32 [runs, 2] lo, hi per run.
+//   and __metadata__ {"format": "1" ("2" for topk kinds), "codec": "int4", "block_size": "64",
 //     "tensors": JSON array of the names in order, "shapes": JSON object name -> logical
 //     shape (int4 and topk kinds, where packing changes the stored shape), "topk_chunk"
 //     (topk kinds)}.

@@ -71,6 +71,7 @@ uint64_t topk_count(uint64_t len, double density) {
 
 Sparse sparsify(const float* x, uint64_t n, Kind kind, int chunk, double density) {
   Sparse sp;
+  sp.mask.assign(packed_bytes(n, 1), '\0');
   const int L = levels(kind);
   std::vector<uint32_t> order;
   for (uint64_t lo_i = 0; lo_i < n; lo_i += chunk) {
@@ -92,12 +93,12 @@ Sparse sparsify(const float* x, uint64_t n, Kind kind, int chunk, double density
     float lo = order.empty() ? 0.0f : std::abs(r[order[0]]), hi = lo;
     for (uint32_t i : order) lo = std::min(lo, std::abs(r[i])), hi = std::max(hi, std::abs(r[i]));
     const double w = (static_cast<double>(hi) - lo) / L;
-    sp.count.push_back(static_cast<int32_t>(order.size()));
     sp.range.push_back(lo);
     sp.range.push_back(hi);
     for (uint32_t i : order) {
       const int j = w > 0 ? static_cast<int>(std::min<double>(L - 1, std::floor((std::abs(r[i]) - lo) / w))) : 0;
-      sp.index.push_back(static_cast<int16_t>(i));
+      sp.mask[(lo_i + i) / 8] =
+          static_cast<char>(static_cast<uint8_t>(sp.mask[(lo_i + i) / 8]) | (1u << (lo_i + i) % 8));
       sp.codes.push_back(static_cast<uint8_t>((std::signbit(r[i]) ? L : 0) + j));
     }
   }
