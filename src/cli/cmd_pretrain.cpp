@@ -22,6 +22,10 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--target-pass-at-k", o.target_pass_at_k, "with --pass-k: stop when validation pass@k reaches this")
       ->capture_default_str();
+  app.add_option("--snapshot-every", o.snapshot_every,
+                 "keep the weights every N steps between checks; a check that meets a target stops at the first "
+                 "of them that meets it too (0 = off; must divide the check interval, 50)")
+      ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app.add_option("--learning-rate", o.learning_rate, "AdamW learning rate")->capture_default_str();
   app.add_option("--hidden-size", o.hidden_size, "model width")->capture_default_str();

@@ -5,7 +5,7 @@
 //  * fast: two-digit addition; the base is taught a wrong habit (a sign error) that GRPO
 //    removes in a few versions. Shows the plumbing in about a minute.
 //  * skill: three-digit addition with carries; the base is stopped once it gets most problems
-//    right in some of 8 sampled tries (validation pass@8 0.75) while ~1 in 3 sampled answers
+//    right in some of 8 sampled tries (validation pass@8 0.75) while ~1 in 4 sampled answers
 //    is right; GRPO turns pass@8 into pass@1 and lifts greedy accuracy with it.
 #pragma once
 

@@ -162,6 +162,10 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
   if (o.pass_k < 0 || o.pass_k > 64)
     throw UserError("pretrain pass_k (" + std::to_string(o.pass_k) + ") must be in [0, 64]",
                     "give the group size GRPO will sample (e.g. 8), or 0 to stop on greedy skill only");
+  if (o.snapshot_every < 0 || (o.snapshot_every > 0 && o.eval_every % o.snapshot_every != 0))
+    throw UserError("pretrain snapshot_every (" + std::to_string(o.snapshot_every) + ") must divide eval_every (" +
+                        std::to_string(o.eval_every) + ")",
+                    "e.g. 10 with checks every 50 steps, or 0 for no snapshots");
   write_byte_tokenizer(o.out_dir);
   auto tk = tok::Tokenizer::from_dir(o.out_dir);
   auto m = model::random_model(demo_model_config(o), o.seed, 0.02);
@@ -195,6 +199,16 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     if (o.pass_k > 0) s += fmt::format(" pass@1 {:.3f} pass@{} {:.3f}", res.val_pass_at_1, o.pass_k, res.val_pass_at_k);
     return s;
   };
+  EvalResult last;  // the newest validation check
+  auto checked = [&](const EvalResult& v) {
+    last = v;
+    res.val_accuracy = v.accuracy, res.val_skill = skill(v), res.val_pass_at_1 = v.pass_at_1,
+    res.val_pass_at_k = v.pass_at_k;
+  };
+  auto met = [&] {
+    return res.val_skill >= o.target_accuracy || (o.pass_k > 0 && res.val_pass_at_k >= o.target_pass_at_k);
+  };
+  std::vector<std::pair<int, std::vector<torch::Tensor>>> snapshots;  // (step, weights) since the last check
   for (int step = 1; step <= o.max_steps; ++step) {
     // A batch of "prompt answer<eos>" sequences; loss on the answer and eos only.
     std::vector<std::vector<int32_t>> seqs;
@@ -228,18 +242,43 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     opt.step();
     res.steps = step;
     const double loss_now = loss.item<double>();
-    if (step % o.eval_every == 0 || step == o.max_steps) {
-      const EvalResult v = score(validation);
-      res.val_accuracy = v.accuracy, res.val_skill = skill(v), res.val_pass_at_1 = v.pass_at_1,
-      res.val_pass_at_k = v.pass_at_k;
+    const bool check = step % o.eval_every == 0 || step == o.max_steps;
+    if (!check && o.snapshot_every > 0 && step % o.snapshot_every == 0) {
+      torch::NoGradGuard ng;
+      std::vector<torch::Tensor> w;
+      for (auto& p : params) w.push_back(p.detach().clone());
+      snapshots.emplace_back(step, std::move(w));
+    }
+    if (check) {
+      checked(score(validation));
       if (progress)
         LOG_INFO("pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now),
                  o.target_accuracy,
                  o.pass_k > 0 ? fmt::format(" or pass@{} {:.2f}", o.pass_k, o.target_pass_at_k) : std::string());
-      if (res.val_skill >= o.target_accuracy || (o.pass_k > 0 && res.val_pass_at_k >= o.target_pass_at_k)) {
+      if (met()) {
+        // The oldest snapshot since the check before that meets it replaces these weights.
+        torch::NoGradGuard ng;
+        std::vector<torch::Tensor> now;
+        for (auto& p : params) now.push_back(p.detach().clone());
+        const EvalResult at_check = last;
+        bool earlier = false;
+        for (auto& [at, w] : snapshots) {
+          for (size_t i = 0; i < params.size(); ++i) params[i].copy_(w[i]);
+          checked(score(validation));
+          if ((earlier = met())) {
+            res.steps = at;
+            if (progress) LOG_INFO("pretrain: the snapshot of step {} meets it already: {}", at, stats(loss_now));
+            break;
+          }
+        }
+        if (!earlier && !snapshots.empty()) {
+          for (size_t i = 0; i < params.size(); ++i) params[i].copy_(now[i]);
+          checked(at_check);
+        }
         bar.finish(stats(loss_now) + " (target reached)");
         break;
       }
+      snapshots.clear();
     }
     bar.update(step, stats(loss_now));
   }

@@ -17,14 +17,16 @@ namespace brl::launch {
 namespace fs = std::filesystem;
 
 nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOptions& po) {
-  return {{"format", 1},
-          {"model", {po.hidden_size, po.num_layers, po.num_heads, po.num_kv_heads, po.intermediate_size}},
-          {"train",
-           {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type, po.warmup_steps,
-            po.min_lr_ratio, po.seed}},
-          {"stop", {po.eval_every, po.eval_examples, po.target_accuracy, po.pass_k, po.target_pass_at_k}},
-          {"habit", {po.label_error_rate, po.habit}},
-          {"task", RunConfig(cfg).to_json()["task"]}};
+  nlohmann::json j = {{"format", 1},
+                      {"model", {po.hidden_size, po.num_layers, po.num_heads, po.num_kv_heads, po.intermediate_size}},
+                      {"train",
+                       {po.batch_size, po.max_steps, po.learning_rate, po.weight_decay, po.lr_scheduler_type,
+                        po.warmup_steps, po.min_lr_ratio, po.seed}},
+                      {"stop", {po.eval_every, po.eval_examples, po.target_accuracy, po.pass_k, po.target_pass_at_k}},
+                      {"habit", {po.label_error_rate, po.habit}},
+                      {"task", RunConfig(cfg).to_json()["task"]}};
+  if (po.snapshot_every > 0) j["stop"].push_back(po.snapshot_every);  // bases made before it stay cached
+  return j;
 }
 
 namespace {

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "../model/test_util.h"
 #include "generate/generate.h"
@@ -27,6 +29,28 @@ tasks::TaskOptions addition() {
   to.operations = "+";
   to.num_eval = 16;
   return to;
+}
+
+// The recount tests' setting: small addition (operands up to max_operand, 12 held-out problems)
+// on a 64-wide 2-layer model, 32 sequences a step at lr 5e-3, checks of 12 prompts; greedy
+// skill never stops it (target 2).
+struct Small {
+  std::unique_ptr<tasks::Task> task;
+  grpo::PretrainOptions o;
+};
+Small small_run(int max_operand, const std::string& out_dir) {
+  tasks::TaskOptions to;
+  to.max_operand = max_operand;
+  to.operations = "+";
+  to.num_eval = 12;
+  Small s{tasks::make_task(to), {}};
+  grpo::PretrainOptions& o = s.o;
+  o.out_dir = out_dir;
+  o.hidden_size = 64, o.intermediate_size = 128, o.num_layers = 2, o.num_heads = 2, o.num_kv_heads = 1;
+  o.batch_size = 32, o.max_steps = kRecountSteps, o.eval_examples = 12;
+  o.learning_rate = 5e-3;
+  o.target_accuracy = 2.0;
+  return s;
 }
 
 // The written model's answers to the prompts as text (g.num_generations each, in order; at
@@ -102,18 +126,9 @@ TEST(Pretrain, LabelErrorsNeedIntegerAnswersAndARate) {
 // on, nor their twins) right or with the habit, so the counts are not all zero.
 TEST(Pretrain, ReportedHeldOutScoresMatchARecountOfTheWrittenModel) {
   test::TempDir tmp;
-  tasks::TaskOptions to;
-  to.max_operand = 9;
-  to.operations = "+";
-  to.num_eval = 12;
-  auto task = tasks::make_task(to);
-  grpo::PretrainOptions o;
-  o.out_dir = tmp.str("base");
-  o.hidden_size = 64, o.intermediate_size = 128, o.num_layers = 2, o.num_heads = 2, o.num_kv_heads = 1;
-  o.batch_size = 32, o.max_steps = kRecountSteps, o.eval_every = 100, o.eval_examples = 12;
-  o.learning_rate = 5e-3;
+  auto [task, o] = small_run(9, tmp.str("base"));
+  o.eval_every = 100;
   o.label_error_rate = 0.5;
-  o.target_accuracy = 2.0;  // never reached: runs all steps
   auto r = grpo::pretrain(*task, o, /*progress=*/false);
   EXPECT_EQ(r.steps, kRecountSteps);
 
@@ -158,17 +173,8 @@ TEST(Pretrain, CosineScheduleWarmsUpThenDecaysToTheFloor) {
 // third check (150 steps, under a second).
 TEST(Pretrain, StopsOnValidationPassAtKAndReportsTheWrittenModels) {
   test::TempDir tmp;
-  tasks::TaskOptions to;
-  to.max_operand = 19;
-  to.operations = "+";
-  to.num_eval = 12;
-  auto task = tasks::make_task(to);
-  grpo::PretrainOptions o;
-  o.out_dir = tmp.str("base");
-  o.hidden_size = 64, o.intermediate_size = 128, o.num_layers = 2, o.num_heads = 2, o.num_kv_heads = 1;
-  o.batch_size = 32, o.max_steps = kRecountSteps, o.eval_every = 50, o.eval_examples = 12;
-  o.learning_rate = 5e-3;
-  o.target_accuracy = 2.0;  // greedy never stops it
+  auto [task, o] = small_run(19, tmp.str("base"));
+  o.eval_every = 50;
   o.pass_k = 4, o.target_pass_at_k = 0.25;
   auto r = grpo::pretrain(*task, o, /*progress=*/false);
   std::printf("    stopped after %d steps: validation pass@1 %.3f pass@4 %.3f, held-out %.3f %.3f\n", r.steps,
@@ -207,6 +213,47 @@ TEST(Pretrain, StopsOnValidationPassAtKAndReportsTheWrittenModels) {
   auto [h1, hk] = recount(task->eval_set());
   EXPECT_NEAR(r.pass_at_1, h1, 1e-12);
   EXPECT_NEAR(r.pass_at_k, hk, 1e-12);
+}
+
+// Snapshots make the stop as fine as checks that often would, at the cost of a few checks at the
+// end: with checks every 50 steps and a snapshot every 10, the run stops at the same step and
+// writes the same weights as a run checking every 10 steps (the reference; the same draws, so
+// the same scores). The setting of the test above, whose checks every 50 steps meet the target
+// at step 150; measured, every 10 steps meet it first at step 120.
+TEST(Pretrain, SnapshotsStopWhereChecksThatOftenWould) {
+  test::TempDir tmp;
+  auto [task, o] = small_run(19, "");
+  o.pass_k = 4, o.target_pass_at_k = 0.25;
+  grpo::PretrainOptions snap = o, every = o;
+  snap.out_dir = tmp.str("snap"), snap.eval_every = 50, snap.snapshot_every = 10;
+  every.out_dir = tmp.str("every"), every.eval_every = 10;
+  const auto rs = grpo::pretrain(*task, snap, false), re = grpo::pretrain(*task, every, false);
+  std::printf("    checks every 50 + snapshots every 10: step %d (pass@4 %.3f); checks every 10: step %d (%.3f)\n",
+              rs.steps, rs.val_pass_at_k, re.steps, re.val_pass_at_k);
+  ASSERT_LT(re.steps, kRecountSteps);
+  EXPECT_NE(re.steps % 50, 0) << "the reference stopped on a check both runs make; the test shows nothing";
+  EXPECT_EQ(rs.steps, re.steps);
+  EXPECT_EQ(rs.val_pass_at_k, re.val_pass_at_k);
+  EXPECT_EQ(rs.pass_at_1, re.pass_at_1);  // held-out, scored on the written weights
+  auto bytes = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string written = bytes(tmp.str("snap/model.safetensors"));
+  EXPECT_FALSE(written.empty());
+  EXPECT_EQ(written, bytes(tmp.str("every/model.safetensors")));
+
+  snap.snapshot_every = 15;
+  EXPECT_THROW(
+      {
+        try {
+          grpo::pretrain(*task, snap, false);
+        } catch (const UserError& e) {
+          EXPECT_NE(std::string(e.what()).find("snapshot_every (15) must divide eval_every (50)"), std::string::npos);
+          throw;
+        }
+      },
+      UserError);
 }
 
 TEST(Pretrain, RefusesAPassKOutsideItsRange) {
