@@ -175,25 +175,34 @@ TEST(NetnsS3, CutAWorkerAndTheProxyOffTheBucketAndTheRunGoesOn) {
   ASSERT_TRUE(wait_for(90, both_folded)) << "both workers never got folded in; see " << tmp.str();
   std::printf("[%5.1f s] warm: v%lld, both workers folded in\n", now_s(), static_cast<long long>(newest(*s)));
 
-  // --- w1 cut off for 20 s.
-  auto w1_out = cut_for(net, "w1", 20, *s, c.procs[2]);
-  const int64_t v_cut = w1_out.v_from, v_back = w1_out.v_to;
-  EXPECT_GE(v_back - v_cut, 3) << "the proxy and w0 did not go on without w1";
-  // Back: what w1 made while away is either folded with its staleness (and the weight that
-  // goes with it) or rejected as stale; then w1 adopts a current version and is folded again.
+  // --- w1 cut off for 20 s. A cut that catches w1 inside a bucket request leaves it there for
+  // the whole cut (the link goes down under an open connection, which curl gives up on only
+  // after 20 s without progress, and the retry runs after the restore): then it made nothing
+  // while away and the cut is done again, at most twice more, to see what it makes.
+  Outage w1_out;
+  int64_t v_cut = 0, v_back = 0;
   std::vector<std::string> stale_ids;
-  ASSERT_TRUE(wait_for(60,
-                       [&] {
-                         stale_ids = made_between(*s, "w1", w1_out.from_ms, w1_out.to_ms);
-                         auto r = records(*s);
-                         bool all = !stale_ids.empty();
-                         for (auto& id : stale_ids) all = all && r.count("w1/" + id);
-                         bool fresh = false;  // a w1 update built on a version published after it came back
-                         for (auto& [k, x] : r)
-                           fresh = fresh || (x.folded && x.u.worker == "w1" && x.u.base_version > v_back);
-                         return all && fresh;
-                       }))
-      << "w1 did not resume: " << stale_ids.size() << " updates made while cut off";
+  for (int attempt = 1; attempt <= 3 && stale_ids.empty(); ++attempt) {
+    w1_out = cut_for(net, "w1", 20, *s, c.procs[2]);
+    v_cut = w1_out.v_from, v_back = w1_out.v_to;
+    EXPECT_GE(v_back - v_cut, 3) << "the proxy and w0 did not go on without w1";
+    // Back: what w1 made while away is either folded with its staleness (and the weight that
+    // goes with it) or rejected as stale; then w1 adopts a current version and is folded again.
+    ASSERT_TRUE(wait_for(60,
+                         [&] {
+                           stale_ids = made_between(*s, "w1", w1_out.from_ms, w1_out.to_ms);
+                           auto r = records(*s);
+                           bool all = true;
+                           for (auto& id : stale_ids) all = all && r.count("w1/" + id);
+                           bool fresh = false;  // a w1 update built on a version published after it came back
+                           for (auto& [k, x] : r)
+                             fresh = fresh || (x.folded && x.u.worker == "w1" && x.u.base_version > v_back);
+                           return all && fresh;
+                         }))
+        << "w1 did not resume: " << stale_ids.size() << " updates made while cut off";
+    if (stale_ids.empty()) std::printf("  w1 made no update while cut off (held in a bucket request): again\n");
+  }
+  ASSERT_FALSE(stale_ids.empty()) << "three cuts each caught w1 inside a bucket request";
   {
     auto r = records(*s);
     for (auto& id : stale_ids) {
