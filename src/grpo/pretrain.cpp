@@ -199,14 +199,12 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     if (o.pass_k > 0) s += fmt::format(" pass@1 {:.3f} pass@{} {:.3f}", res.val_pass_at_1, o.pass_k, res.val_pass_at_k);
     return s;
   };
-  EvalResult last;  // the newest validation check
   auto checked = [&](const EvalResult& v) {
-    last = v;
     res.val_accuracy = v.accuracy, res.val_skill = skill(v), res.val_pass_at_1 = v.pass_at_1,
     res.val_pass_at_k = v.pass_at_k;
   };
-  auto met = [&] {
-    return res.val_skill >= o.target_accuracy || (o.pass_k > 0 && res.val_pass_at_k >= o.target_pass_at_k);
+  auto met = [&](const EvalResult& v) {
+    return skill(v) >= o.target_accuracy || (o.pass_k > 0 && v.pass_at_k >= o.target_pass_at_k);
   };
   std::vector<std::pair<int, std::vector<torch::Tensor>>> snapshots;  // (step, weights) since the last check
   for (int step = 1; step <= o.max_steps; ++step) {
@@ -250,31 +248,31 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
       snapshots.emplace_back(step, std::move(w));
     }
     if (check) {
-      checked(score(validation));
+      const EvalResult v = score(validation);
+      checked(v);
       if (progress)
         LOG_INFO("pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now),
                  o.target_accuracy,
                  o.pass_k > 0 ? fmt::format(" or pass@{} {:.2f}", o.pass_k, o.target_pass_at_k) : std::string());
-      if (met()) {
-        // The oldest snapshot since the check before that meets it replaces these weights.
+      if (met(v)) {
+        // The oldest snapshot since the check before that meets it too replaces these weights;
+        // if none does, these stay.
         torch::NoGradGuard ng;
         std::vector<torch::Tensor> now;
-        for (auto& p : params) now.push_back(p.detach().clone());
-        const EvalResult at_check = last;
+        if (!snapshots.empty())
+          for (auto& p : params) now.push_back(p.detach().clone());
         bool earlier = false;
         for (auto& [at, w] : snapshots) {
           for (size_t i = 0; i < params.size(); ++i) params[i].copy_(w[i]);
-          checked(score(validation));
-          if ((earlier = met())) {
+          if (const EvalResult sv = score(validation); (earlier = met(sv))) {
+            checked(sv);
             res.steps = at;
             if (progress) LOG_INFO("pretrain: the snapshot of step {} meets it already: {}", at, stats(loss_now));
             break;
           }
         }
-        if (!earlier && !snapshots.empty()) {
-          for (size_t i = 0; i < params.size(); ++i) params[i].copy_(now[i]);
-          checked(at_check);
-        }
+        if (!earlier)
+          for (size_t i = 0; i < now.size(); ++i) params[i].copy_(now[i]);
         bar.finish(stats(loss_now) + " (target reached)");
         break;
       }

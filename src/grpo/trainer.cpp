@@ -270,12 +270,10 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
     }
     if (cfg_.max_grad_norm > 0) st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, cfg_.max_grad_norm);
     double scale = 1;
-    if (since_momentum_reset_ >= 0) {
-      const auto& states = opt_->state();
-      const int64_t t =
-          states.empty() ? 1 : static_cast<torch::optim::AdamWParamState&>(*states.begin()->second).step() + 1;
+    if (since_momentum_reset_ >= 0) {  // set only while AdamW has state (reset_momentum)
+      const int64_t t = static_cast<torch::optim::AdamWParamState&>(*opt_->state().begin()->second).step() + 1;
       scale = fresh_momentum_lr_scale(cfg_.adam_beta1, t, ++since_momentum_reset_);
-      if (scale == 1.0) since_momentum_reset_ = -1;  // caught up (or the state restarted)
+      if (scale == 1.0) since_momentum_reset_ = -1;  // 1 - beta1^k rounds to 1 (k ~ 370 at 0.9): corrected
     }
     for (auto& g : opt_->param_groups())
       static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr * scale).weight_decay(cfg_.weight_decay / scale);

@@ -243,6 +243,16 @@ TEST(Pretrain, SnapshotsStopWhereChecksThatOftenWould) {
   EXPECT_FALSE(written.empty());
   EXPECT_EQ(written, bytes(tmp.str("every/model.safetensors")));
 
+  // Snapshots every 25: the one of step 125 misses the target (checks every 25 stop at 150,
+  // measured), so the run keeps the weights of its check at 150 after scoring it.
+  snap.snapshot_every = 25, every.eval_every = 25;
+  const auto rs25 = grpo::pretrain(*task, snap, false), re25 = grpo::pretrain(*task, every, false);
+  std::printf("    checks every 50 + snapshots every 25: step %d; checks every 25: step %d\n", rs25.steps, re25.steps);
+  EXPECT_EQ(re25.steps, 150);
+  EXPECT_EQ(rs25.steps, 150);
+  EXPECT_EQ(rs25.val_pass_at_k, re25.val_pass_at_k);
+  EXPECT_EQ(bytes(tmp.str("snap/model.safetensors")), bytes(tmp.str("every/model.safetensors")));
+
   snap.snapshot_every = 15;
   EXPECT_THROW(
       {
