@@ -25,7 +25,6 @@ namespace detail {
 
 std::vector<std::string> suffixes(Kind k) {
   if (quantized(k)) return {".scale"};
-  if (is_sparse(k)) return {".mask", ".range"};
   return {};
 }
 [[noreturn]] void corrupt(const std::string& what) {
@@ -136,8 +135,8 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
   }
   if (const std::string want = is_sparse(kind) ? kSparseFormat : kFormat; meta(md, "format") != want)
     corrupt("format \"" + meta(md, "format") + "\" is not supported for codec " + kind_name(kind) +
-            " (this build reads " + want + (is_sparse(kind) ? "; format 1 came from builds before 2026-12-05" : "") +
-            ")");
+            " (this build reads " + want +
+            (is_sparse(kind) ? "; formats 1 and 2 came from older builds: update the worker" : "") + ")");
   const int block = parse_block(meta(md, "block_size"));
   const bool q = quantized(kind);
   if (kind_out) *kind_out = kind;
@@ -172,41 +171,60 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
   struct Plan {
     const st::TensorView* codes = nullptr;
     const st::TensorView* scales = nullptr;
-    const st::TensorView *mask = nullptr, *range = nullptr;  // topk kinds
+    uint64_t mask_at = 0, code_at = 0, run_at = 0;  // topk kinds: this tensor's slices of the shared arrays
     std::vector<int64_t> shape;
     uint64_t numel;
   };
   std::vector<Plan> plans;
   std::set<std::string> used;  // body tensors the listed names account for
   uint64_t total = 0;
+  // topk kinds: the three arrays every tensor has a slice of, and how far the slices reach.
+  const st::TensorView *codes_all = nullptr, *mask_all = nullptr, *range_all = nullptr;
+  uint64_t mask_end = 0, code_end = 0, run_end = 0;
+  if (sparse) {
+    codes_all = &view(f, kSparseCodes, st::DType::U8, kind);
+    mask_all = &view(f, kSparseMask, st::DType::U8, kind);
+    range_all = &view(f, kSparseRange, st::DType::F32, kind);
+    if (codes_all->shape.size() != 1 || mask_all->shape.size() != 1 || range_all->shape.size() != 2 ||
+        range_all->shape[1] != 2)
+      corrupt(std::string("topk arrays must be codes [bytes], mask [bytes] and range [runs, 2], not ") +
+              shape_str(codes_all->shape) + ", " + shape_str(mask_all->shape) + " and " + shape_str(range_all->shape));
+    used.insert({kSparseCodes, kSparseMask, kSparseRange});
+  }
   for (auto& name : names) {
     Plan p;
     switch (kind) {
       case Kind::fp32: p.codes = &view(f, name, st::DType::F32, kind); break;
       case Kind::bf16: p.codes = &view(f, name, st::DType::BF16, kind); break;
       case Kind::int8: p.codes = &view(f, name, st::DType::I8, kind); break;
-      case Kind::int4:
+      case Kind::int4: p.codes = &view(f, name, st::DType::U8, kind); break;
       case Kind::topk_int2:
-      case Kind::topk_int4: p.codes = &view(f, name, st::DType::U8, kind); break;
+      case Kind::topk_int4: break;
     }
     if (sparse) {
       if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
       p.shape = parse_shape(shapes[name], name, &p.numel);
-      const uint64_t runs = num_blocks(p.numel, chunk);
-      p.mask = &view(f, name + ".mask", st::DType::U8, kind);
-      p.range = &view(f, name + ".range", st::DType::F32, kind);
-      if (p.mask->shape != std::vector<int64_t>{static_cast<int64_t>(packed_bytes(p.numel, 1))} ||
-          p.range->shape != std::vector<int64_t>{static_cast<int64_t>(runs), 2})
+      // Each slice is checked against what is left of its array, so no sum can overflow.
+      const uint64_t mask_bytes = packed_bytes(p.numel, 1), runs = num_blocks(p.numel, chunk);
+      const auto mask_len = static_cast<uint64_t>(mask_all->shape[0]);
+      const auto range_len = static_cast<uint64_t>(range_all->shape[0]);
+      if (mask_bytes > mask_len - mask_end || runs > range_len - run_end)
         corrupt("tensor \"" + name + "\": " + std::to_string(p.numel) + " elements in runs of " +
-                std::to_string(chunk) + " need .mask [" + std::to_string(packed_bytes(p.numel, 1)) + "] and .range [" +
-                std::to_string(runs) + ", 2], not " + shape_str(p.mask->shape) + " and " + shape_str(p.range->shape));
-      if (p.numel % 8 && (p.mask->data[p.numel / 8] >> (p.numel % 8)) != 0)
-        corrupt("tensor \"" + name + "\" has .mask bits set past its " + std::to_string(p.numel) + " elements");
+                std::to_string(chunk) + " need " + std::to_string(mask_bytes) + " mask bytes and " +
+                std::to_string(runs) + " ranges, past the end of mask " + shape_str(mask_all->shape) + " and range " +
+                shape_str(range_all->shape));
+      p.mask_at = mask_end, p.run_at = run_end, p.code_at = code_end;
+      mask_end += mask_bytes, run_end += runs;
+      const uint8_t* m = mask_all->data + p.mask_at;
+      if (p.numel % 8 && (m[p.numel / 8] >> (p.numel % 8)) != 0)
+        corrupt("tensor \"" + name + "\" has mask bits set past its " + std::to_string(p.numel) + " elements");
       uint64_t sent = 0;
-      for (int64_t b = 0; b < p.mask->shape[0]; ++b) sent += static_cast<uint64_t>(std::popcount(p.mask->data[b]));
-      if (p.codes->shape.size() != 1 || static_cast<uint64_t>(p.codes->shape[0]) != packed_bytes(sent, code_bits(kind)))
-        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements (.mask): codes " +
-                shape_str(p.codes->shape) + " must be [" + std::to_string(packed_bytes(sent, code_bits(kind))) + "]");
+      for (uint64_t b = 0; b < mask_bytes; ++b) sent += static_cast<uint64_t>(std::popcount(m[b]));
+      const uint64_t code_bytes = packed_bytes(sent, code_bits(kind));
+      if (code_bytes > static_cast<uint64_t>(codes_all->shape[0]) - code_end)
+        corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements (its mask): its " +
+                std::to_string(code_bytes) + " code bytes run past the end of codes " + shape_str(codes_all->shape));
+      code_end += code_bytes;
     } else if (kind == Kind::int4) {
       if (!shapes.contains(name)) corrupt("__metadata__[\"shapes\"] has no entry for \"" + name + "\"");
       p.shape = parse_shape(shapes[name], name, &p.numel);
@@ -226,13 +244,20 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
                 std::to_string(p.numel) + " elements in blocks of " + std::to_string(block) + " need [" +
                 std::to_string(nb) + "]");
     }
-    used.insert(name);
+    if (!sparse) used.insert(name);  // topk names are metadata only
     for (auto& sfx : suffixes(kind)) used.insert(name + sfx);
     uint64_t bytes;
     if (!mul_ok(p.numel, sizeof(float), &bytes) || (total += bytes) < bytes)
       too_big("the decoded tensors", UINT64_MAX, max_out);
     plans.push_back(std::move(p));
   }
+  if (sparse &&
+      (mask_end != static_cast<uint64_t>(mask_all->shape[0]) ||
+       code_end != static_cast<uint64_t>(codes_all->shape[0]) || run_end != static_cast<uint64_t>(range_all->shape[0])))
+    corrupt("the listed tensors use " + std::to_string(code_end) + " code bytes, " + std::to_string(mask_end) +
+            " mask bytes and " + std::to_string(run_end) + " ranges; the body holds codes " +
+            shape_str(codes_all->shape) + ", mask " + shape_str(mask_all->shape) + ", range " +
+            shape_str(range_all->shape));
   for (auto& n : f.names())
     if (!used.count(n)) corrupt("body tensor \"" + n + "\" is not in the metadata's tensor list");
   if (total > max_out) too_big("the decoded tensors", total, max_out);
@@ -256,7 +281,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
           corrupt("tensor \"" + name + "\" block " + std::to_string(b) + " has scale " + std::to_string(scales[b]) +
                   " (must be finite, >= 0 and at most ~FLT_MAX / " + std::to_string(qmax(kind)) + ")");
     }
-    const uint8_t* src = p.codes->data;
+    const uint8_t* src = sparse ? nullptr : p.codes->data;
     switch (kind) {
       case Kind::fp32:
       case Kind::bf16: {
@@ -300,7 +325,10 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
         break;
       }
       case Kind::topk_int2:
-      case Kind::topk_int4: decode_sparse(p.codes->data, p.mask->data, p.range->data, kind, chunk, name, o.data); break;
+      case Kind::topk_int4:
+        decode_sparse(codes_all->data + p.code_at, mask_all->data + p.mask_at, range_all->data + 8 * p.run_at, kind,
+                      chunk, name, o.data);
+        break;
     }
     out.push_back(std::move(o));
   }
@@ -365,15 +393,16 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
     for (auto& sfx : suffixes(opt.kind)) fresh = stored.insert(t.name + sfx).second && fresh;
     if (!fresh)
       throw UserError("codec encode: tensor name \"" + t.name + "\" is duplicated or collides with the extra " +
-                      "entries (<name>.scale, .mask, .range) of codec " + kind_name(opt.kind));
+                      "entries (<name>.scale) of codec " + kind_name(opt.kind));
   }
 
   // Owning buffers first, views after, so no reallocation moves what a view points to.
   struct Enc {
     std::string codes, scales;
-    Sparse sparse;
   };
   std::vector<Enc> enc(tensors.size());
+  std::string all_codes, all_mask;  // topk kinds: every tensor's slice, in order
+  std::vector<float> all_range;
   nlohmann::json list = nlohmann::json::array(), shapes = nlohmann::json::object();
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Tensor& x = tensors[t];
@@ -423,12 +452,15 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
         break;
       }
       case Kind::topk_int2:
-      case Kind::topk_int4:
+      case Kind::topk_int4: {
         check_finite();
-        e.sparse = sparsify(x.data.data(), n, opt.kind, opt.topk_chunk, opt.topk_density);
-        e.codes = pack_codes(e.sparse.codes, code_bits(opt.kind));
+        const Sparse sp = sparsify(x.data.data(), n, opt.kind, opt.topk_chunk, opt.topk_density);
+        all_codes += pack_codes(sp.codes, code_bits(opt.kind));
+        all_mask += sp.mask;
+        all_range.insert(all_range.end(), sp.range.begin(), sp.range.end());
         shapes[x.name] = x.shape;
         break;
+      }
     }
   }
 
@@ -446,15 +478,7 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
         tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(), e.codes.size()});
         break;
       case Kind::topk_int2:
-      case Kind::topk_int4: {
-        const auto& sp = e.sparse;
-        const int64_t runs = static_cast<int64_t>(sp.range.size() / 2);
-        tds.push_back({x.name, st::DType::U8, {static_cast<int64_t>(e.codes.size())}, e.codes.data(), e.codes.size()});
-        tds.push_back(
-            {x.name + ".mask", st::DType::U8, {static_cast<int64_t>(sp.mask.size())}, sp.mask.data(), sp.mask.size()});
-        tds.push_back({x.name + ".range", st::DType::F32, {runs, 2}, sp.range.data(), sp.range.size() * 4});
-        break;
-      }
+      case Kind::topk_int4: break;  // below
     }
     if (q)
       tds.push_back({x.name + ".scale",
@@ -462,6 +486,17 @@ std::string encode(const std::vector<Tensor>& tensors, const Options& opt) {
                      {static_cast<int64_t>(e.scales.size() / sizeof(float))},
                      e.scales.data(),
                      e.scales.size()});
+  }
+  if (is_sparse(opt.kind)) {
+    tds.push_back(
+        {kSparseCodes, st::DType::U8, {static_cast<int64_t>(all_codes.size())}, all_codes.data(), all_codes.size()});
+    tds.push_back(
+        {kSparseMask, st::DType::U8, {static_cast<int64_t>(all_mask.size())}, all_mask.data(), all_mask.size()});
+    tds.push_back({kSparseRange,
+                   st::DType::F32,
+                   {static_cast<int64_t>(all_range.size() / 2), 2},
+                   all_range.data(),
+                   all_range.size() * sizeof(float)});
   }
   std::map<std::string, std::string> md{{"format", is_sparse(opt.kind) ? kSparseFormat : kFormat},
                                         {"codec", kind_name(opt.kind)},

@@ -19,12 +19,14 @@
 //                   U8 (int4: two codes per byte, element 2i in the low nibble, stored as
 //                   code + 8 in 1..15; the spare high nibble of an odd count is 0)
 //     <name>.scale  F32 per-block scales [ceil(numel / block_size)] (int8, int4 only)
-//   topk kinds instead: <name> U8 the codes of the sent elements in element order, packed 4
-//     (int2) or 2 (int4) per byte from the low bits, the spare high bits of the last byte 0;
-//     <name>.mask U8 [ceil(numel / 8)] bit i % 8 of byte i / 8 (from the low bit) set when
-//     element i is sent, bits past the last element 0 (zstd takes a mask at density 1/8 to
-//     ~4.7 bits a sent element); <name>.range F32 [runs, 2] lo, hi per run.
-//   and __metadata__ {"format": "1" ("2" for topk kinds), "codec": "int4", "block_size": "64",
+//   topk kinds instead three arrays, each the tensors' slices in list order:
+//     mask  U8 per tensor ceil(numel / 8) bytes, bit i % 8 of byte i / 8 (from the low bit) set
+//           when element i is sent, bits past the last element 0 (zstd takes a mask at density
+//           1/8 to ~4.7 bits a sent element);
+//     codes U8 per tensor the codes of its sent elements in element order, packed 4 (int2) or 2
+//           (int4) per byte from the low bits, the spare high bits of its last byte 0;
+//     range F32 [runs, 2] per run of each tensor lo, hi.
+//   and __metadata__ {"format": "1" ("3" for topk kinds), "codec": "int4", "block_size": "64",
 //     "tensors": JSON array of the names in order, "shapes": JSON object name -> logical
 //     shape (int4 and topk kinds, where packing changes the stored shape), "topk_chunk"
 //     (topk kinds)}.

@@ -21,8 +21,11 @@ inline constexpr size_t kPrefixSize = 24;  // magic, version, compression, 2 res
 inline constexpr size_t kChecksumSize = 8;
 inline constexpr const char* kFormat = "1";  // body layout version, in __metadata__["format"]
 // topk kinds: a bitmask of the sent elements (format 1 held I16 indices per run, 16 bits a sent
-// element where the mask costs ~3-7 after zstd at densities 1/4-1/16, measured 2026-12-05).
-inline constexpr const char* kSparseFormat = "2";
+// element where the mask costs ~3-7 after zstd at densities 1/4-1/16, measured 2026-12-05), in
+// three arrays shared by all tensors (format 2 had three per tensor, and their safetensors
+// header entries were most of a small adapter's payload).
+inline constexpr const char* kSparseFormat = "3";
+inline constexpr const char *kSparseCodes = "codes", *kSparseMask = "mask", *kSparseRange = "range";
 inline constexpr int kMinBlock = 8, kMaxBlock = 4096, kMaxLevel = 19;
 inline constexpr int kMinChunk = 16, kMaxChunk = 32768;
 inline constexpr const char* kValidKinds = "fp32, bf16, int8, int4, topk_int2, topk_int4";
