@@ -180,6 +180,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
   uint64_t total = 0;
   // topk kinds: the three arrays every tensor has a slice of, and how far the slices reach.
   const st::TensorView *codes_all = nullptr, *mask_all = nullptr, *range_all = nullptr;
+  uint64_t code_len = 0, mask_len = 0, run_len = 0;  // their sizes: bytes, bytes, runs
   uint64_t mask_end = 0, code_end = 0, run_end = 0;
   if (sparse) {
     codes_all = &view(f, kSparseCodes, st::DType::U8, kind);
@@ -189,6 +190,9 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
         range_all->shape[1] != 2)
       corrupt(std::string("topk arrays must be codes [bytes], mask [bytes] and range [runs, 2], not ") +
               shape_str(codes_all->shape) + ", " + shape_str(mask_all->shape) + " and " + shape_str(range_all->shape));
+    code_len = static_cast<uint64_t>(codes_all->shape[0]);
+    mask_len = static_cast<uint64_t>(mask_all->shape[0]);
+    run_len = static_cast<uint64_t>(range_all->shape[0]);
     used.insert({kSparseCodes, kSparseMask, kSparseRange});
   }
   for (auto& name : names) {
@@ -206,9 +210,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       p.shape = parse_shape(shapes[name], name, &p.numel);
       // Each slice is checked against what is left of its array, so no sum can overflow.
       const uint64_t mask_bytes = packed_bytes(p.numel, 1), runs = num_blocks(p.numel, chunk);
-      const auto mask_len = static_cast<uint64_t>(mask_all->shape[0]);
-      const auto range_len = static_cast<uint64_t>(range_all->shape[0]);
-      if (mask_bytes > mask_len - mask_end || runs > range_len - run_end)
+      if (mask_bytes > mask_len - mask_end || runs > run_len - run_end)
         corrupt("tensor \"" + name + "\": " + std::to_string(p.numel) + " elements in runs of " +
                 std::to_string(chunk) + " need " + std::to_string(mask_bytes) + " mask bytes and " +
                 std::to_string(runs) + " ranges, past the end of mask " + shape_str(mask_all->shape) + " and range " +
@@ -221,7 +223,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       uint64_t sent = 0;
       for (uint64_t b = 0; b < mask_bytes; ++b) sent += static_cast<uint64_t>(std::popcount(m[b]));
       const uint64_t code_bytes = packed_bytes(sent, code_bits(kind));
-      if (code_bytes > static_cast<uint64_t>(codes_all->shape[0]) - code_end)
+      if (code_bytes > code_len - code_end)
         corrupt("tensor \"" + name + "\" sends " + std::to_string(sent) + " elements (its mask): its " +
                 std::to_string(code_bytes) + " code bytes run past the end of codes " + shape_str(codes_all->shape));
       code_end += code_bytes;
@@ -251,9 +253,7 @@ std::vector<Tensor> decode_body(std::string_view body, uint64_t max_out, Kind* k
       too_big("the decoded tensors", UINT64_MAX, max_out);
     plans.push_back(std::move(p));
   }
-  if (sparse &&
-      (mask_end != static_cast<uint64_t>(mask_all->shape[0]) ||
-       code_end != static_cast<uint64_t>(codes_all->shape[0]) || run_end != static_cast<uint64_t>(range_all->shape[0])))
+  if (sparse && (mask_end != mask_len || code_end != code_len || run_end != run_len))
     corrupt("the listed tensors use " + std::to_string(code_end) + " code bytes, " + std::to_string(mask_end) +
             " mask bytes and " + std::to_string(run_end) + " ranges; the body holds codes " +
             shape_str(codes_all->shape) + ", mask " + shape_str(mask_all->shape) + ", range " +

@@ -50,8 +50,8 @@ struct SyncConfig {
   // version already holds folded) and its bias correction restarts (grpo/trainer.h), the second
   // moment and step count stay (they measure the task's gradient scale). reset: a fresh
   // optimizer, whose first steps are sign(g) x lr in every coordinate, noise included, so the
-  // adapter random-walks (one process reset every 25
-  // steps: LoRA norm 25.3 after 3000 steps vs 9.8 never reset, 8.4 momentum reset) and long
+  // adapter random-walks (one process reset every 25 steps: LoRA norm 25.3 after 3000 steps vs
+  // 9.8 never reset, 8.4 momentum reset) and long
   // runs collapsed. keep: kept momentum re-pushes along what was folded. Issue 21,
   // BENCHMARKS.md "Long runs stay learned".
   OptimizerState optimizer_state = OptimizerState::reset_momentum;
