@@ -1,5 +1,6 @@
 #include "model/threads.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <fcntl.h>
@@ -72,6 +73,12 @@ int set_compute_threads(int n) {
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
   at::set_num_threads(n);
+  // The mode is per thread: set here and in each thread of the pool (libgomp reuses a team's
+  // threads for the next region from this thread); threads made later copy it from this one.
+  const char* keep = std::getenv("BRL_KEEP_DENORMALS");
+  const bool flush = !(keep && std::strcmp(keep, "1") == 0);
+#pragma omp parallel num_threads(n)
+  at::globalContext().setFlushDenormal(flush);
   return n;
 }
 

@@ -16,6 +16,14 @@
 
 namespace brl::model {
 
+// Denormal floats (below 1.2e-38) are flushed to zero in this thread and the pool's threads
+// (torch.set_flush_denormal): x86 handles them in microcode at ~100x the cost of a normal
+// operation, and training makes them. AdamW's second moments and the gradients of weights
+// that have settled drift there; measured, the skill base's pretraining slowed from 6.4 s to
+// 12.5 s per 50 steps over 2000 steps with them, and stays at 5.3-6.4 s flushed (BENCHMARKS.md,
+// "Threads"). Numbers that small change no result that matters; BRL_KEEP_DENORMALS=1 keeps them
+// (e.g. to compare bit for bit with a PyTorch that does not flush).
+//
 // Sets libtorch's intra-op threads: n > 0 as given, n <= 0 every core. Returns the count.
 int set_compute_threads(int n);
 
