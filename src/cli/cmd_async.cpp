@@ -167,6 +167,10 @@ cli::RunFn setup_run(CLI::App& app) {
   app.add_option("--workers", o.workers, "worker processes")->capture_default_str();
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--target-accuracy", o.target_accuracy, "stop when held-out accuracy reaches this");
+  app.add_option("--target-window", o.target_window,
+                 "with --target-accuracy: compare the mean of the last N evaluations (1 = the latest)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--eval-interval", o.eval_interval_s, "at most one held-out evaluation per this many seconds");
   static bool barrier = false;
   app.add_flag("--sync", barrier,

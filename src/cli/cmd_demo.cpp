@@ -106,12 +106,15 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
         r.initial_accuracy, r.final_accuracy, r.best_accuracy,
         pass_change(a.k, a.pass_at_1, a.pass_at_k, b.k, b.pass_at_1, b.pass_at_k).c_str(), o.workers,
         static_cast<long long>(r.versions), static_cast<long long>(r.updates));
-    std::printf(
-        "  time: %.0f s in all (base model %s, training %.0f s%s)\n", total,
-        d.base.cached ? "cached" : fmt::format("{:.0f} s", d.base.seconds).c_str(), r.seconds,
-        r.seconds_to_target >= 0
-            ? fmt::format(", target {:.2f} reached after {:.0f} s", o.target_accuracy, r.seconds_to_target).c_str()
-            : "");
+    std::printf("  time: %.0f s in all (base model %s, training %.0f s%s)\n", total,
+                d.base.cached ? "cached" : fmt::format("{:.0f} s", d.base.seconds).c_str(), r.seconds,
+                r.seconds_to_target >= 0
+                    ? fmt::format(", target {:.2f} reached after {:.0f} s{}", o.target_accuracy, r.seconds_to_target,
+                                  recipe.target_window > 1
+                                      ? fmt::format(" (mean of the last {} evaluations)", recipe.target_window)
+                                      : "")
+                          .c_str()
+                    : "");
     std::printf("  base model: %s\n  bucket: %s\n  adapter (PEFT): %s\n  %s\n", d.base.dir.c_str(), r.bucket.c_str(),
                 r.adapter_dir.c_str(), r.verify.summary().c_str());
     if (!r.verify.ok()) return 3;

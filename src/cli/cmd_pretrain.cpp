@@ -22,6 +22,9 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--target-pass-at-k", o.target_pass_at_k, "with --pass-k: stop when validation pass@k reaches this")
       ->capture_default_str();
+  app.add_option("--target-pass-at-1", o.target_pass_at_1,
+                 "with --pass-k: or stop when validation pass@1 (sampled) reaches this")
+      ->capture_default_str();
   app.add_option("--snapshot-every", o.snapshot_every,
                  "keep the weights every N steps between checks; a check that meets a target stops at the first "
                  "of them that meets it too (0 = off; must divide the check interval, 50)")

@@ -55,7 +55,7 @@ cli::Register train_reg("train", "GRPO + LoRA training in one process (no bucket
 cli::RunFn setup_eval(CLI::App& app) {
   static std::string config, model_dir, adapter, task_name, dataset, device = "auto";
   static std::vector<std::string> sets;
-  static int max_examples = 200, max_new = 16, pass_k = -1;
+  static int max_examples = 200, max_new = 16, pass_k = -1, pass_samples = 0;
   static double temperature = 0.0;
   static bool json = false;
   app.add_option("--config", config, "run.toml: its [model] path, [task] and [grpo] sampling (flags below win)");
@@ -75,6 +75,9 @@ cli::RunFn setup_eval(CLI::App& app) {
                                "answers sampled per prompt (at grpo.temperature, top_k, top_p) for pass@1 and pass@k: "
                                "-1 = grpo.num_generations, 0 = off")
                     ->capture_default_str();
+  auto* samples_opt = app.add_option("--pass-samples", pass_samples,
+                                     "answers sampled per prompt for pass@1 and pass@k, n >= k: less noise (0 = k)")
+                          ->capture_default_str();
   app.add_flag("--json", json, "print JSON");
   app.add_option("--device", device,
                  "where to evaluate: "
@@ -90,6 +93,7 @@ cli::RunFn setup_eval(CLI::App& app) {
     if (new_opt->count() || config.empty()) cfg.grpo.max_completion_length = max_new;
     if (t_opt->count()) cfg.train.eval_temperature = temperature;
     if (k_opt->count() || config.empty()) cfg.train.eval_pass_k = pass_k;
+    if (samples_opt->count() || config.empty()) cfg.train.eval_pass_samples = pass_samples;
     if (cfg.model.path.empty()) throw UserError("eval: no model", "pass --model DIR, or --config with [model] path");
     cfg.validate();
     cli::init_compute();
@@ -98,7 +102,8 @@ cli::RunFn setup_eval(CLI::App& app) {
     if (!adapter.empty()) lora::load_peft(m, adapter);
     auto task = tasks::make_task(cfg.task);
     auto ev = grpo::evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length,
-                             cfg.train.eval_temperature, 0, grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k));
+                             cfg.train.eval_temperature, 0,
+                             grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k, cfg.train.eval_pass_samples));
     if (json) {
       nlohmann::json j{
           {"task", cfg.task.name}, {"n", ev.n}, {"accuracy", ev.accuracy}, {"reward_mean", ev.reward_mean}};

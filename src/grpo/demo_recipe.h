@@ -23,6 +23,7 @@ struct DemoRecipe {
   grpo::PretrainOptions pretrain;                       // out_dir is left for the caller
   TargetMetric target_metric = TargetMetric::accuracy;  // the held-out figure the demo stops on
   double target = 0.9;
+  int target_window = 1;          // evaluations averaged for the target (launch::LocalRunOptions)
   double time_limit_s = 600;      // the demo's default, pretraining included
   std::string out = "runs/demo";  // the demo's default working folder
 };

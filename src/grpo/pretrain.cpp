@@ -204,7 +204,8 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
     res.val_pass_at_k = v.pass_at_k;
   };
   auto met = [&](const EvalResult& v) {
-    return skill(v) >= o.target_accuracy || (o.pass_k > 0 && v.pass_at_k >= o.target_pass_at_k);
+    return skill(v) >= o.target_accuracy ||
+           (o.pass_k > 0 && (v.pass_at_k >= o.target_pass_at_k || v.pass_at_1 >= o.target_pass_at_1));
   };
   std::vector<std::pair<int, std::vector<torch::Tensor>>> snapshots;  // (step, weights) since the last check
   for (int step = 1; step <= o.max_steps; ++step) {
@@ -251,9 +252,11 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
       const EvalResult v = score(validation);
       checked(v);
       if (progress)
-        LOG_INFO("pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now),
-                 o.target_accuracy,
-                 o.pass_k > 0 ? fmt::format(" or pass@{} {:.2f}", o.pass_k, o.target_pass_at_k) : std::string());
+        LOG_INFO(
+            "pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now), o.target_accuracy,
+            o.pass_k > 0
+                ? fmt::format(" or pass@{} {:.2f} or pass@1 {:.2f}", o.pass_k, o.target_pass_at_k, o.target_pass_at_1)
+                : std::string());
       if (met(v)) {
         // The oldest snapshot since the check before that meets it too replaces these weights;
         // if none does, these stay.

@@ -53,9 +53,10 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
   return total;
 }
 
-PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k) {
+PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k, int eval_pass_samples) {
   PassAtKOptions p;
   p.k = eval_pass_k < 0 ? g.num_generations : eval_pass_k;
+  p.n = eval_pass_samples;
   p.temperature = g.temperature;
   p.top_k = g.top_k;
   p.top_p = g.top_p;
@@ -105,21 +106,22 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
   if (n) r.accuracy = acc / n, r.reward_mean = rew / n;
   if (pass.k <= 0 || n == 0) return r;
   // Sampled as the rollouts are; prompts per batch so that a batch stays ~kBatch answers.
-  const size_t per = std::max<size_t>(1, kBatch / static_cast<size_t>(pass.k));
+  const int64_t samples = std::max(pass.k, pass.n);
+  const size_t per = std::max<size_t>(1, kBatch / static_cast<size_t>(samples));
   double p1 = 0, pk = 0;
   for (size_t b = 0; b < n; b += per) {
     gen::GenerateOptions o;
-    o.num_generations = pass.k;
+    o.num_generations = samples;
     o.temperature = pass.temperature;
     o.top_k = pass.top_k;
     o.top_p = pass.top_p;
     o.seed = pass.seed * 1000003ULL + b;  // streams are per (seed, prompt in batch, sample)
     std::vector<double> first;
     answers(b, std::min(n, b + per), o, &first);
-    for (size_t i = 0; i * pass.k < first.size(); ++i) {
+    for (size_t i = 0; i * samples < first.size(); ++i) {
       int64_t c = 0;
-      for (int64_t s = 0; s < pass.k; ++s) c += first[i * pass.k + s] >= 1.0;
-      p1 += pass_at_k(pass.k, c, 1), pk += pass_at_k(pass.k, c, pass.k);
+      for (int64_t s = 0; s < samples; ++s) c += first[i * samples + s] >= 1.0;
+      p1 += pass_at_k(samples, c, 1), pk += pass_at_k(samples, c, pass.k);
     }
   }
   r.k = pass.k;

@@ -45,13 +45,14 @@ struct EvalResult {
 // top-p), k = num_generations unless set.
 struct PassAtKOptions {
   int64_t k = 0;  // 0: off
+  int64_t n = 0;  // answers sampled per prompt, >= k (0: k)
   double temperature = 1.0;
   int64_t top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 0;
 };
-// train.eval_pass_k: -1 = G (num_generations), 0 = off, else k.
-PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k);
+// train.eval_pass_k: -1 = G (num_generations), 0 = off, else k; train.eval_pass_samples: n.
+PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k, int eval_pass_samples = 0);
 
 // The unbiased estimator of pass@k from n samples of which c passed (Chen et al. 2021,
 // "Evaluating Large Language Models Trained on Code"): 1 - C(n-c, k) / C(n, k).

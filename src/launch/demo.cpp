@@ -25,7 +25,9 @@ nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOption
                       {"stop", {po.eval_every, po.eval_examples, po.target_accuracy, po.pass_k, po.target_pass_at_k}},
                       {"habit", {po.label_error_rate, po.habit}},
                       {"task", RunConfig(cfg).to_json()["task"]}};
-  if (po.snapshot_every > 0) j["stop"].push_back(po.snapshot_every);  // bases made before it stay cached
+  // Bases made before these knobs stay cached.
+  if (po.snapshot_every > 0) j["stop"].push_back(po.snapshot_every);
+  if (po.target_pass_at_1 < 1) j["stop"].push_back({"pass@1", po.target_pass_at_1});
   return j;
 }
 
@@ -84,6 +86,7 @@ DemoSummary run_demo(const DemoOptions& opt, const std::atomic<bool>& stop) {
   lo.workers = opt.workers;
   lo.target_accuracy = opt.target_accuracy;
   lo.target_metric = recipe.target_metric;
+  lo.target_window = recipe.target_window;
   lo.eval_interval_s = opt.eval_interval_s;
   lo.slowdown = opt.slowdown;
   lo.http = opt.http;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -129,6 +130,21 @@ std::string export_adapter(const std::string& bucket, int64_t version, const std
   return dir;
 }
 
+TargetWindow::TargetWindow(int window, double target)
+    : window_(static_cast<size_t>(std::max(1, window))), target_(target) {}
+
+bool TargetWindow::add(double value) {
+  last_.push_back(value);
+  if (last_.size() > window_) last_.erase(last_.begin());
+  return last_.size() == window_ && mean() >= target_;
+}
+
+double TargetWindow::mean() const {
+  double sum = 0;
+  for (double v : last_) sum += v;
+  return last_.empty() ? 0 : sum / static_cast<double>(last_.size());
+}
+
 LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop) {
   auto t0 = Clock::now();
   const int64_t t0_ms = protocol::now_ms();
@@ -187,6 +203,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
 
   int64_t shown = -1, shown_eval = -1;
   bool target_hit = false;
+  TargetWindow target(opt.target_window, opt.target_accuracy);
   auto workers_done = [&] {
     for (auto& c : kids)
       if (c.name.rfind("worker-", 0) == 0 && !(c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0))
@@ -248,7 +265,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
           LOG_INFO("run: {:.0f}s  held-out accuracy {:.3f}{} at v{}", elapsed(), e->accuracy,
                    e->k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", e->pass_at_1, e->k, e->pass_at_k) : "",
                    e->version);
-          if (opt.target_accuracy > 0 && (on_pass ? e->pass_at_1 : e->accuracy) >= opt.target_accuracy) {
+          if (opt.target_accuracy > 0 && target.add(on_pass ? e->pass_at_1 : e->accuracy)) {
             target_hit = true;
             sum.seconds_to_target = elapsed();
             if (auto m = protocol::read_manifest(*store, e->version); m)

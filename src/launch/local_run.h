@@ -20,9 +20,13 @@ struct LocalRunOptions {
   double time_limit_s = 0;                              // 0 = until Ctrl-C or grpo.max_steps per worker
   double target_accuracy = 0;                           // stop when an evaluation reaches this (0 = never)
   TargetMetric target_metric = TargetMetric::accuracy;  // what target_accuracy is compared with
-  std::string exe;                                      // the bucketrl executable ("" = this process's)
-  std::string log_dir;                                  // child logs ("" = <train.output_dir>/logs)
-  std::vector<double> slowdown;                         // per worker, for benchmarks (1 = normal speed)
+  // The target is reached when the mean of the last this many evaluations reaches it (1 = the
+  // latest alone): one evaluation of a noisy figure (sampled pass@1 moves ~0.03 between
+  // versions) reaches it on a high reading, and the final version then often reads below it.
+  int target_window = 1;
+  std::string exe;               // the bucketrl executable ("" = this process's)
+  std::string log_dir;           // child logs ("" = <train.output_dir>/logs)
+  std::vector<double> slowdown;  // per worker, for benchmarks (1 = normal speed)
   bool evaluator = true;
   double eval_interval_s = 0;  // evaluator: at most one evaluation per this many seconds
   std::string http;            // the proxy's --http ADDR:PORT | off ("" = the proxy's default)
@@ -38,6 +42,20 @@ struct LocalRunSummary {
   protocol::EvalRecord first_eval, last_eval;  // version -1: none (pass@k in them when measured)
   std::string bucket, adapter_dir;
   protocol::VerifyReport verify;
+};
+
+// The stopping rule above: add() each evaluation's figure; true once `window` of them are in
+// and the mean of the last `window` reaches `target`.
+class TargetWindow {
+ public:
+  TargetWindow(int window, double target);
+  bool add(double value);
+  double mean() const;  // of the last `window` (or fewer, before there are that many)
+
+ private:
+  std::vector<double> last_;
+  size_t window_;
+  double target_;
 };
 
 LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop);

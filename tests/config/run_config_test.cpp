@@ -281,3 +281,23 @@ TEST(RunConfig, ReferenceHasARowPerKey) {
   EXPECT_TRUE(has(md, "| `loss_type` | grpo \\| bnpo")) << md;
   EXPECT_TRUE(has(md, "| `epsilon_high` | number (optional) | unset |")) << md;
 }
+
+// train.eval_pass_samples: 0 (= k) or n >= k, k being grpo.num_generations when eval_pass_k is -1.
+TEST(RunConfig, EvalPassSamplesAtLeastK) {
+  RunConfig c;
+  c.grpo.num_generations = 8;
+  c.train.eval_pass_samples = 16;
+  EXPECT_NO_THROW(c.validate());
+  c.train.eval_pass_samples = 4;
+  try {
+    c.validate();
+    FAIL() << "accepted 4 samples for pass@8";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.eval_pass_samples = 4"), std::string::npos) << e.what();
+  }
+  c.train.eval_pass_k = 0;  // pass@k off: no samples to take
+  c.train.eval_pass_samples = 16;
+  EXPECT_THROW(c.validate(), UserError);
+  c.train.eval_pass_samples = 0;
+  EXPECT_NO_THROW(c.validate());
+}

@@ -266,6 +266,28 @@ TEST(Pretrain, SnapshotsStopWhereChecksThatOftenWould) {
       UserError);
 }
 
+// Stopping on validation pass@1 (pass@k's target out of reach): the run stops at the first
+// check that meets it. The run stopped 10 steps earlier, whose last check is the step before,
+// reads below the target there: the same weights and draws, so the same score the first run saw.
+// Measured: step 360 reads 0.104, step 350 0.042 (12 prompts x 4 answers).
+TEST(Pretrain, StopsAtTheFirstCheckWhosePassAt1MeetsTheTarget) {
+  test::TempDir tmp;
+  auto [task, o] = small_run(19, tmp.str("base"));
+  o.eval_every = 10;
+  o.pass_k = 4, o.target_pass_at_k = 1.0, o.target_pass_at_1 = 0.1;
+  const auto r = grpo::pretrain(*task, o, false);
+  grpo::PretrainOptions before = o;
+  before.out_dir = tmp.str("before"), before.max_steps = r.steps - o.eval_every;
+  const auto rb = grpo::pretrain(*task, before, false);
+  std::printf("    step %d: validation pass@1 %.3f pass@4 %.3f; step %d: %.3f %.3f\n", r.steps, r.val_pass_at_1,
+              r.val_pass_at_k, rb.steps, rb.val_pass_at_1, rb.val_pass_at_k);
+  ASSERT_LT(r.steps, kRecountSteps);
+  ASSERT_GT(rb.steps, 0);
+  EXPECT_GE(r.val_pass_at_1, o.target_pass_at_1);
+  EXPECT_LT(r.val_pass_at_k, 1.0);  // pass@1 stopped it, not pass@4
+  EXPECT_LT(rb.val_pass_at_1, o.target_pass_at_1);
+}
+
 TEST(Pretrain, RefusesAPassKOutsideItsRange) {
   tasks::TaskOptions to = addition();
   auto task = tasks::make_task(to);

@@ -244,6 +244,41 @@ TEST(Evaluate, PassAtKCountsTheSampledAnswers) {
   EXPECT_EQ(grpo::evaluate(m, env.tk, *env.task, 8, 3).k, 0);
 }
 
+// n > k samples: pass@1 = c / n and pass@k = 1 - C(n - c, k) / C(n, k) per example, with the
+// binomials counted here from Pascal's triangle (exact integers), not the product form.
+TEST(Evaluate, PassAtKFromMoreSamplesThanK) {
+  StepEnv env;
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  auto even = std::make_shared<EvenFirstByte>();
+  env.task->rewards = {even};
+  grpo::PassAtKOptions pk;
+  pk.k = 4, pk.n = 12;
+  pk.temperature = 1.0;
+  pk.seed = 5;
+  auto ev = grpo::evaluate(m, env.tk, *env.task, 8, 3, 0.0, 0, pk);
+  ASSERT_EQ(ev.n, 8);
+  EXPECT_EQ(ev.k, 4);
+  std::vector<std::vector<uint64_t>> C(13, std::vector<uint64_t>(13, 0));
+  for (int a = 0; a <= 12; ++a) {
+    C[a][0] = 1;
+    for (int b = 1; b <= a; ++b) C[a][b] = C[a - 1][b - 1] + C[a - 1][b];
+  }
+  ASSERT_EQ(even->seen.size(), 8u);
+  double p1 = 0, p4 = 0;
+  bool between = false;  // some example with 0 < c < n, where the estimator differs from "any"
+  for (auto& [ex, r] : even->seen) {
+    ASSERT_EQ(r.size(), 13u);  // once greedy, then n sampled
+    int c = 0;
+    for (size_t i = 1; i < r.size(); ++i) c += r[i] >= 1.0;
+    between |= c > 0 && c < 9;  // with c >= 9 of 12, every 4 of them hold a pass
+    p1 += c / 12.0;
+    p4 += 1.0 - static_cast<double>(C[12 - c][4]) / static_cast<double>(C[12][4]);
+  }
+  EXPECT_TRUE(between);
+  EXPECT_NEAR(ev.pass_at_1, p1 / 8, 1e-12);
+  EXPECT_NEAR(ev.pass_at_k, p4 / 8, 1e-12);
+}
+
 // A reward that is the same for every answer leaves every group uniform: frac_reward_zero_std = 1
 // (TRL's metric), zero advantages, and the adapter's B stays at zero.
 struct ConstantReward : tasks::RewardFn {
