@@ -20,8 +20,12 @@
 // held-out greedy 0.235 (pass@8 0.63: GRPO plateaued at pass@1 ~0.3, TRL's GRPOTrainer too) and
 // 0.45 (pass@8 0.79), because greedy accuracy on this task jumps by 0.1-0.3 between checks 50
 // steps apart. pass@8 jumps too (0.55 -> 0.82 between steps 2000 and 2050), so the weights are
-// kept every 10 steps and the stop lands on the first copy that meets it (step 2020: held-out
-// pass@1 0.25, pass@8 0.75; at 2050 it was 0.34 / 0.79). From the 0.45 base, `bucketrl train`
+// kept every 10 steps and the stop lands on the first copy that meets it. Where it lands, and
+// what pass@1 the base then has, depends on the run's rounding: with denormals flushed (since
+// 2026-12-06) seeds 1-5 stopped at steps 710, 1220, >1850, 820 and 1450 with held-out pass@1 /
+// pass@8 (64 answers a prompt) 0.52 / 0.82, 0.44 / 0.70, -, 0.27 / 0.73 and 0.28 / 0.80, and
+// seed 7 (the seed before) at 2560 with 0.28 / 0.70. Seeds 4 and 5 land inside the window
+// (pass@1 <= 0.3, pass@8 >= 0.7); seed 5 with the wider margin. From a 0.45 base, `bucketrl train`
 // with this recipe took pass@1 from 0.34 to 0.54 in 400 steps and 0.63 in 1000, greedy 0.45 ->
 // 0.69, pass@8 staying ~0.8: the model gets the carries right more often, not just more
 // consistently. Partial credit per right digit (a second
@@ -83,7 +87,7 @@ DemoRecipe skill_recipe() {
   r.target_metric = TargetMetric::pass_at_1;
   r.target = 0.6;
   // pass@1 and pass@8 from 16 answers a prompt: from 8, one base read pass@1 0.279 and 0.304,
-  // pass@8 0.745 and 0.725 under two seeds (64 answers: 0.28 under both).
+  // pass@8 0.745 and 0.725 under two seeds (from 64: 0.28 and 0.70 under three).
   cfg.train.eval_pass_samples = 16;
   r.target_window = 3;  // pass@1 readings of one version differ by ~0.03: stop on three, not one high one
   r.time_limit_s = 900;
@@ -95,6 +99,7 @@ DemoRecipe skill_recipe() {
   o.target_pass_at_k = 0.75;
   o.snapshot_every = 10;  // the stop lands within 10 steps of the crossing, not 50 (pretrain.h)
   o.max_steps = 4000;
+  o.seed = 5;  // see the top of this file
   return r;
 }
 
