@@ -252,11 +252,12 @@ PretrainResult pretrain(tasks::Task& task, const PretrainOptions& o, bool progre
       const EvalResult v = score(validation);
       checked(v);
       if (progress)
-        LOG_INFO(
-            "pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now), o.target_accuracy,
-            o.pass_k > 0
-                ? fmt::format(" or pass@{} {:.2f} or pass@1 {:.2f}", o.pass_k, o.target_pass_at_k, o.target_pass_at_1)
-                : std::string());
+        LOG_INFO("pretrain step {}/{}: {} (stop at skill {:.2f}{})", step, o.max_steps, stats(loss_now),
+                 o.target_accuracy,
+                 o.pass_k > 0
+                     ? fmt::format(" or pass@{} {:.2f}{}", o.pass_k, o.target_pass_at_k,
+                                   o.target_pass_at_1 < 1 ? fmt::format(" or pass@1 {:.2f}", o.target_pass_at_1) : "")
+                     : std::string());
       if (met(v)) {
         // The oldest snapshot since the check before that meets it too replaces these weights;
         // if none does, these stay.
