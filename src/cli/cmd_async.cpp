@@ -60,10 +60,11 @@ cli::RunFn setup_worker(CLI::App& app) {
   static worker::WorkerOptions o;
   static std::string shard;
   app.add_option("--bucket", o.bucket, "s3://bucket/prefix or a directory")->required();
-  app.add_option("--id", o.id, "worker id (default: <host>-<pid>)");
+  app.add_option("--id", o.id,
+                 "worker id (default: <host>-<pid>); under a fixed id a restarted worker resumes its trainer state");
   app.add_option("--shard", shard, "prompt shard I/N (default 0/1: all prompts)");
   app.add_option("--threads", o.threads, "compute threads (default: train.threads of the run, 0 = all cores)");
-  app.add_option("--cache-dir", o.cache_dir, "base model cache (default ~/.cache/bucketrl)");
+  app.add_option("--cache-dir", o.cache_dir, "base model and trainer state cache (default ~/.cache/bucketrl)");
   app.add_option("--time-limit", o.time_limit_s, "stop after this many seconds");
   app.add_option("--max-steps", o.max_steps, "stop after this many GRPO steps");
   app.add_option("--slowdown", o.slowdown, "benchmarks: run this many times slower");

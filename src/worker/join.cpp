@@ -17,8 +17,7 @@ namespace brl::worker {
 
 namespace fs = std::filesystem;
 
-namespace {
-std::string default_cache(std::string cache_root) {
+std::string cache_root_dir(std::string cache_root) {
   if (cache_root.empty()) {
     if (const char* c = std::getenv("BUCKETRL_CACHE"); c && *c) cache_root = c;
     else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) cache_root = std::string(x) + "/bucketrl";
@@ -27,6 +26,8 @@ std::string default_cache(std::string cache_root) {
   }
   return cache_root;
 }
+
+namespace {
 
 // key -> path through a temporary file, checked against sha256; kept when already there.
 void fetch_verified(store::ObjectStore& s, const std::string& key, const std::string& sha, const fs::path& path) {
@@ -47,7 +48,7 @@ RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, c
   RunConfig cfg;
   cfg.apply_json(run.config, "run.json");
   cfg.model.path = fetch_base(s, run, cache_root);
-  fs::path data = fs::path(default_cache(cache_root)) / "data";
+  fs::path data = fs::path(cache_root_dir(cache_root)) / "data";
   for (std::string* path : {&cfg.task.dataset_path, &cfg.task.eval_path}) {
     if (path->empty()) continue;
     auto it = std::find_if(run.data_files.begin(), run.data_files.end(),
@@ -62,7 +63,7 @@ RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, c
 }
 
 std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& run, std::string cache_root) {
-  cache_root = default_cache(cache_root);
+  cache_root = cache_root_dir(cache_root);
   fs::path dir = fs::path(cache_root) / run.base_sha256.substr(0, 16);
   fs::path done = dir / ".complete";
   if (fs::exists(done)) {

@@ -14,9 +14,12 @@ namespace brl::worker {
 // copies (downloaded once into the cache).
 RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, const std::string& cache_root = "");
 
-// The base model of `run` in cache_root/<sha256[:16]>/ (downloaded and verified file by file
-// when absent; concurrent callers are safe). cache_root "" = $BUCKETRL_CACHE, else
+// The local cache's root: cache_root itself, or when "" $BUCKETRL_CACHE, else
 // $XDG_CACHE_HOME/bucketrl, else ~/.cache/bucketrl.
+std::string cache_root_dir(std::string cache_root);
+
+// The base model of `run` in cache_root_dir(cache_root)/<sha256[:16]>/ (downloaded and
+// verified file by file when absent; concurrent callers are safe).
 std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& run, std::string cache_root = "");
 
 }  // namespace brl::worker

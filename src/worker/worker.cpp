@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "grpo/train_loop.h"
@@ -90,6 +91,11 @@ Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_devic
   trainer_ = std::make_unique<grpo::GrpoTrainer>(ses_->model, ses_->tokenizer, *ses_->task, g, opt_.shard,
                                                  opt_.num_shards, ses_->reward_weights);
   adopt(protocol::newest_version(*store_).value());
+  if (!opt_.id.empty() && cfg_.sync.optimizer_state != OptimizerState::reset) {
+    state_path_ =
+        (std::filesystem::path(cache_root_dir(opt_.cache_dir)) / "workers" / run_.run_id / (id_ + ".pt")).string();
+    resume_state();
+  }
   LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id_, run_.run_id,
            version_, opt_.shard, opt_.num_shards, at::get_num_threads(),
            key_ ? "signing as " + ed25519::format_public_key(key_->public_key()) : std::string("unsigned updates"));
@@ -114,6 +120,49 @@ Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_devic
 }
 
 Worker::~Worker() = default;
+
+int64_t Worker::trainer_steps() const { return trainer_->global_step(); }
+uint64_t Worker::example_cursor() const { return trainer_->example_cursor(); }
+
+// A restarted worker that began with a fresh AdamW moved every adapter coordinate by about
+// learning_rate a step, whatever its gradient's size (the second moment is what scales a
+// step down, and a fresh one knows only the newest gradients): near a saturated reward,
+// where the gradients are small noise, that random walk grew the adapter until one step
+// flipped the policy to a wrong answer with no reward variance left to learn back from
+// (chaos_slow_test, a worker killed every few seconds). So the state is kept across restarts.
+void Worker::resume_state() {
+  std::error_code ec;
+  if (!std::filesystem::exists(state_path_, ec)) return;
+  try {
+    trainer_->load_state(state_path_);
+  } catch (const std::exception& e) {
+    LOG_WARN("worker {}: cannot resume the trainer state in {} ({}); starting the optimizer afresh", id_, state_path_,
+             e.what());
+    trainer_->reset_optimizer();  // the counters are set only once everything was read
+    return;
+  }
+  // It was saved before this adoption: the policy applies as on any other.
+  if (cfg_.sync.optimizer_state == OptimizerState::reset_momentum) trainer_->reset_momentum();
+  LOG_INFO("worker {}: resumed its trainer state (step {}, prompt {}) from {}", id_, trainer_->global_step(),
+           trainer_->example_cursor(), state_path_);
+}
+
+// Written aside and renamed into place, so a kill at any moment leaves the old state or the
+// new one. A failure (a full disk) costs only the resume, not the run.
+void Worker::save_state() {
+  if (state_path_.empty()) return;
+  const std::filesystem::path path(state_path_);
+  const std::string tmp = state_path_ + ".tmp-" + std::to_string(getpid());
+  try {
+    std::filesystem::create_directories(path.parent_path());
+    trainer_->save_state(tmp);
+    std::filesystem::rename(tmp, path);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    LOG_WARN("worker {}: cannot save the trainer state to {}: {}", id_, state_path_, e.what());
+  }
+}
 
 void Worker::adopt(int64_t v) {
   auto man = protocol::read_manifest(*store_, v).value();
@@ -276,6 +325,7 @@ bool Worker::upload_and_adopt(const std::atomic<bool>& stop) {
       LOG_WARN("worker {}: cannot adopt version {} yet: {}", id_, *nv, e.what());
     }
   }
+  save_state();
   beater_->update([&](protocol::Heartbeat& hb) {
     hb.state = "training";
     hb.updates = sum_.updates;

@@ -36,8 +36,8 @@ class HeartbeatSender;
 
 struct WorkerOptions {
   std::string bucket;             // URL
-  std::string id;                 // "" = <hostname>-<pid>
-  std::string cache_dir;          // base model cache ("" = default, see fetch_base)
+  std::string id;                 // "" = <hostname>-<pid>; a fixed id resumes its trainer state after a restart
+  std::string cache_dir;          // base model and trainer state cache ("" = default, see cache_root_dir)
   int shard = 0, num_shards = 1;  // prompt shard of this worker
   int threads = 0;                // 0 = train.threads from the run
   double time_limit_s = 0;        // stop after this long (0 = until stopped)
@@ -91,12 +91,20 @@ class Worker {
   const std::vector<codec::Tensor>& anchor() const { return anchor_; }
   // Own updates uploaded but not yet considered by the newest adopted version.
   size_t unfolded() const { return unfolded_.size(); }
+  // Optimizer steps and prompts this worker's trainer has taken, a resumed state's included.
+  int64_t trainer_steps() const;
+  uint64_t example_cursor() const;
+  // Where the trainer state goes after each sync ("" = nowhere: no fixed id, or
+  // sync.optimizer_state = reset, which has nothing to keep).
+  const std::string& state_path() const { return state_path_; }
 
  private:
   // Sync mode (the baseline): idle until the proxy publishes past v.
   void wait_for_version(int64_t v, const std::atomic<bool>& stop);
   bool upload_and_adopt(const std::atomic<bool>& stop);
   void flush_logs();
+  void resume_state();
+  void save_state();
 
   WorkerOptions opt_;
   std::string id_;
@@ -126,6 +134,7 @@ class Worker {
   RewardWindow win_;
   std::string log_lines_;
   int64_t samples_total_ = 0;
+  std::string state_path_;  // see state_path()
 };
 
 // Worker(opt).run(stop).

@@ -1,12 +1,14 @@
 // The Worker class step by step on a directory bucket, as proxy_security_test drives the
 // Proxy: what load, step, sync and adopt leave in the bucket, checked from the bucket alone
 // (update objects, heartbeats, logs) and, for adoption, against a version folded by the real
-// proxy (with the worker's own not yet folded update on top). The reward window's sums
-// against hand-derived values.
+// proxy (with the worker's own not yet folded update on top). A restart under the same id
+// resumes the trainer state (AdamW's moments, step and prompt counters). The reward window's
+// sums against hand-derived values.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "codec/codec.h"
@@ -194,6 +196,55 @@ TEST(Worker, AdoptsANewerVersionWithItsOwnUnfoldedUpdateOnTop) {
   EXPECT_EQ(ups[2].base_version, 1);
   auto v2 = protocol::read_version(*s, 2).value().adapter;
   expect_sum(w.anchor(), v2, payload_of(*s, ups[2]));
+}
+
+// A worker restarted under the same id (a crash, a kill, a spot machine's replacement with
+// its disk) goes on with its trainer state: AdamW's moments, its step and prompt counters.
+// Without it a restart began with a fresh AdamW whose lr-sized steps at a saturated reward
+// grew the adapter until the policy collapsed (worker.cpp, resume_state). A state that cannot
+// be read costs only the resume; the state belongs to one id and one run.
+TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
+  WorkerRun r(2);
+  std::atomic<bool> stop{false};
+  std::string path;
+  uint64_t cursor = 0;
+  {
+    worker::Worker w(r.options("wa"));
+    path = w.state_path();
+    ASSERT_FALSE(path.empty());
+    EXPECT_FALSE(std::filesystem::exists(path));  // nothing to resume yet
+    w.step();
+    w.step();
+    ASSERT_TRUE(w.sync(stop));
+    EXPECT_TRUE(std::filesystem::exists(path));
+    cursor = w.example_cursor();
+    EXPECT_GT(cursor, 0u);
+  }
+  {
+    worker::Worker w(r.options("wa"));
+    EXPECT_EQ(w.state_path(), path);
+    EXPECT_EQ(w.trainer_steps(), 2);
+    EXPECT_EQ(w.example_cursor(), cursor);  // the next prompts, not the shard's first again
+    w.step();
+    EXPECT_EQ(w.trainer_steps(), 3);
+  }
+  {
+    worker::Worker other(r.options("wb"));  // another worker has its own
+    EXPECT_NE(other.state_path(), path);
+    EXPECT_EQ(other.trainer_steps(), 0);
+  }
+  test::write_file(path, "not a trainer state");
+  {
+    worker::Worker w(r.options("wa"));
+    EXPECT_EQ(w.trainer_steps(), 0);
+    w.step();
+    w.step();
+    ASSERT_TRUE(w.sync(stop));  // trains and syncs, and writes a good state again
+  }
+  worker::Worker again(r.options("wa"));
+  EXPECT_EQ(again.trainer_steps(), 2);
+  auto anon = r.options("");
+  EXPECT_EQ(worker::Worker(anon).state_path(), "");  // <host>-<pid>: no later process has its id
 }
 
 TEST(RewardWindow, SampleWeightedMeanAndStd) {
