@@ -9,6 +9,12 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 
+// at::parallel_for's OpenMP region is an inline template: without -fopenmp in this file it
+// runs on one thread whatever at::get_num_threads() says (it did until 2026-12-06).
+#ifndef INTRA_OP_PARALLEL
+#error "compile skinny_linear.cpp with -fopenmp (CMakeLists.txt): at::parallel_for is serial without it"
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
