@@ -4,6 +4,7 @@
 // bucket, the proxy, N worker processes and the evaluator (launch/demo.h); --workers 0 runs
 // the same recipe in this one process with no bucket (grpo/train_loop.h).
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 
@@ -64,7 +65,9 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
                                     "stop when the recipe's held-out figure reaches this: accuracy (fast, default 0.9) "
                                     "or sampled pass@1 (skill, default 0.6)");
   app.add_flag("--print-config", print_config, "print the recipe's run config (JSON, after --set) and exit");
-  app.add_option("--workers", o.workers, "worker processes (0 = one process, no bucket)")->capture_default_str();
+  auto* workers_opt = app.add_option(
+      "--workers", o.workers,
+      "worker processes (0 = one process, no bucket) [default: 2; skill: 1 below 4 cores, for 2 threads each]");
   app.add_flag("--sync", o.sync, "the synchronous baseline: a barrier per round (sync.mode = sync)");
   app.add_option("--slowdown", o.slowdown, "benchmarks: per-worker slowdown factors, e.g. 1 1 1 4");
   app.add_option("--eval-interval", o.eval_interval_s,
@@ -83,6 +86,8 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
     if (!out_opt->count()) o.out = recipe.out;
     if (!limit_opt->count()) o.time_limit_s = recipe.time_limit_s;
     if (!target_opt->count()) o.target_accuracy = recipe.target;
+    if (!workers_opt->count())
+      o.workers = recipe.default_workers(static_cast<int>(std::thread::hardware_concurrency()));
     if (!device.empty()) o.overrides.push_back("model.device=" + device);
     if (print_config) {
       brl::RunConfig cfg = recipe.run;

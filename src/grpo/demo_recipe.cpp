@@ -91,6 +91,10 @@ DemoRecipe skill_recipe() {
   cfg.train.eval_pass_samples = 16;
   r.target_window = 3;  // pass@1 readings of one version differ by ~0.03: stop on three, not one high one
   r.time_limit_s = 900;
+  // Rollouts are most of a step here, and decode runs 2.0x faster on 2 threads than on 1: on 2
+  // cores one worker of 2 threads reached the target (mean of three pass@1 >= 0.6) in 394 s of
+  // GRPO where two of 1 thread took 606 s and >900 s (same base, 2026-12-06, BENCHMARKS.md).
+  r.threads_per_worker = 2;
   grpo::PretrainOptions& o = r.pretrain;
   o = grpo::PretrainOptions();
   o.batch_size = 256;

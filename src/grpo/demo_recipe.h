@@ -9,6 +9,7 @@
 //    is right; GRPO turns pass@8 into pass@1 and lifts greedy accuracy with it.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct DemoRecipe {
   int target_window = 1;          // evaluations averaged for the target (launch::LocalRunOptions)
   double time_limit_s = 600;      // the demo's default, pretraining included
   std::string out = "runs/demo";  // the demo's default working folder
+  int threads_per_worker = 1;     // the demo's default worker count leaves each at least this many
+
+  // --workers by default on a machine of `cores`: 2, or fewer where each would get less than
+  // threads_per_worker threads (at least 1).
+  int default_workers(int cores) const { return std::clamp(cores / threads_per_worker, 1, 2); }
 };
 
 // UserError naming the known recipes when `name` is none of them.

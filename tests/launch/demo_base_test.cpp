@@ -1,6 +1,7 @@
 // The demo's cached base model is reused only when it was made from the same recipe and task
 // (OUT/base/bucketrl_base_recipe.json): a base pretrained for other problems would carry the
-// new held-out set in its training data, or simply not fit the task.
+// new held-out set in its training data, or simply not fit the task. The recipes' default
+// worker counts: the skill demo's workers get 2 threads each (one worker below 4 cores).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,4 +35,13 @@ TEST(DemoBase, CachedOnlyWhenMadeFromTheSameRecipeAndTask) {
   EXPECT_FALSE(launch::demo_base_cached(base, cfg, demo_recipe("skill").pretrain));
   test::write_file(base + "/bucketrl_base_recipe.json", "{not json");
   EXPECT_FALSE(launch::demo_base_cached(base, cfg, po));
+}
+
+TEST(DemoRecipe, DefaultWorkersLeaveTheSkillDemoTwoThreadsEach) {
+  const DemoRecipe fast = demo_recipe("fast"), skill = demo_recipe("skill");
+  for (int cores : {1, 2, 3, 4, 8, 64}) {
+    EXPECT_EQ(fast.default_workers(cores), cores >= 2 ? 2 : 1) << cores << " cores";
+    EXPECT_EQ(skill.default_workers(cores), cores >= 4 ? 2 : 1) << cores << " cores";
+  }
+  EXPECT_EQ(skill.default_workers(0), 1);  // hardware_concurrency() may not know
 }
