@@ -63,7 +63,7 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
                                    "seconds for the whole demo, pretraining included [default: 600, skill 900]");
   auto* target_opt = app.add_option("--target-accuracy", o.target_accuracy,
                                     "stop when the recipe's held-out figure reaches this: accuracy (fast, default 0.9) "
-                                    "or sampled pass@1 (skill, default 0.6)");
+                                    "or sampled pass@1 (skill, default 0.62)");
   app.add_flag("--print-config", print_config, "print the recipe's run config (JSON, after --set) and exit");
   auto* workers_opt = app.add_option(
       "--workers", o.workers,
