@@ -4,9 +4,9 @@
 // bucket, the proxy, N worker processes and the evaluator (launch/demo.h); --workers 0 runs
 // the same recipe in this one process with no bucket (grpo/train_loop.h).
 #include <chrono>
-#include <thread>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "launch/demo.h"
 #include "cli/command.h"

@@ -131,8 +131,13 @@ uint64_t Worker::example_cursor() const { return trainer_->example_cursor(); }
 // flipped the policy to a wrong answer with no reward variance left to learn back from
 // (chaos_slow_test, a worker killed every few seconds). So the state is kept across restarts.
 void Worker::resume_state() {
+  // An earlier process of this id killed while saving left its temporary file (save_state).
+  const std::filesystem::path path(state_path_);
+  const std::string stale = path.filename().string() + ".tmp-";
   std::error_code ec;
-  if (!std::filesystem::exists(state_path_, ec)) return;
+  for (const auto& e : std::filesystem::directory_iterator(path.parent_path(), ec))
+    if (e.path().filename().string().rfind(stale, 0) == 0) std::filesystem::remove(e.path(), ec);
+  if (!std::filesystem::exists(path, ec)) return;
   try {
     trainer_->load_state(state_path_);
   } catch (const std::exception& e) {

@@ -202,7 +202,8 @@ TEST(Worker, AdoptsANewerVersionWithItsOwnUnfoldedUpdateOnTop) {
 // its disk) goes on with its trainer state: AdamW's moments, its step and prompt counters.
 // Without it a restart began with a fresh AdamW whose lr-sized steps at a saturated reward
 // grew the adapter until the policy collapsed (worker.cpp, resume_state). A state that cannot
-// be read costs only the resume; the state belongs to one id and one run.
+// be read costs only the resume, and a save cut short leaves nothing behind for long; the
+// state belongs to one id.
 TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
   WorkerRun r(2);
   std::atomic<bool> stop{false};
@@ -234,9 +235,11 @@ TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
     EXPECT_EQ(other.trainer_steps(), 0);
   }
   test::write_file(path, "not a trainer state");
+  test::write_file(path + ".tmp-12345", "a save cut short by a kill");
   {
     worker::Worker w(r.options("wa"));
     EXPECT_EQ(w.trainer_steps(), 0);
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp-12345"));  // cleared at start
     w.step();
     w.step();
     ASSERT_TRUE(w.sync(stop));  // trains and syncs, and writes a good state again
