@@ -28,7 +28,9 @@ ConfigTable SyncConfig::table() {
       .add("zstd_level", &zstd_level, "0 = no compression")
       .add("error_feedback", &error_feedback, "carry the quantization residual into the next delta")
       .add("optimizer_state", &optimizer_state, kOptimizerStates,
-           "reset_momentum | reset | keep: a worker's AdamW state when it adopts a new global version");
+           "reset_momentum | reset | keep: a worker's AdamW state when it adopts a new global version")
+      .add("state_upload_interval_s", &state_upload_interval_s,
+           "a worker with a fixed id copies its trainer state to the bucket at most this often (0 = never)");
   return t;
 }
 
@@ -49,6 +51,8 @@ void SyncConfig::validate() const {
   if (block_size < 8 || block_size > 4096)
     bad("sync", "block_size", std::to_string(block_size), "must be in [8, 4096]");
   if (zstd_level < 0 || zstd_level > 19) bad("sync", "zstd_level", std::to_string(zstd_level), "must be in [0, 19]");
+  if (!(state_upload_interval_s >= 0))
+    bad("sync", "state_upload_interval_s", std::to_string(state_upload_interval_s), "must be >= 0 (0 = never)");
 }
 
 ConfigTable ProxyConfig::table() {

@@ -8,9 +8,11 @@
 #include "generate/generate.h"
 #include "grpo/loss.h"
 #include "lora/lora.h"
+#include "model/tensor_io.h"
 #include "tasks/rewards.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/safetensors.h"
 
 namespace brl::grpo {
 
@@ -151,6 +153,34 @@ void PolicyOptimizer::reset_state() {
 void PolicyOptimizer::reset_momentum() {
   for (auto& [key, st] : opt_->state()) static_cast<torch::optim::AdamWParamState&>(*st).exp_avg().zero_();
   if (!opt_->state().empty()) since_momentum_reset_ = 0;
+}
+
+std::vector<torch::Tensor> PolicyOptimizer::second_moments() const {
+  std::vector<torch::Tensor> v;
+  if (opt_->state().empty()) return v;
+  for (auto& p : params_)
+    v.push_back(static_cast<torch::optim::AdamWParamState&>(*opt_->state().at(p.unsafeGetTensorImpl())).exp_avg_sq());
+  return v;
+}
+
+int64_t PolicyOptimizer::adam_step() const {
+  if (opt_->state().empty()) return 0;
+  return static_cast<torch::optim::AdamWParamState&>(*opt_->state().begin()->second).step();
+}
+
+void PolicyOptimizer::set_second_moments(const std::vector<torch::Tensor>& v, int64_t adam_step) {
+  reset_state();
+  if (v.empty()) return;
+  TORCH_CHECK(v.size() == params_.size(), "second moments for ", v.size(), " parameters, the adapter has ",
+              params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto st = std::make_unique<torch::optim::AdamWParamState>();
+    st->step(adam_step);
+    st->exp_avg(torch::zeros_like(params_[i]));
+    st->exp_avg_sq(v[i].to(params_[i].options()).clone());
+    opt_->state()[params_[i].unsafeGetTensorImpl()] = std::move(st);
+  }
+  since_momentum_reset_ = 0;
 }
 
 double fresh_momentum_lr_scale(double beta1, int64_t step, int64_t steps_since_reset) {
@@ -397,6 +427,77 @@ void GrpoTrainer::load_state(const std::string& path) {
   a.read("cursor", c);
   step_ = s.item<int64_t>();
   cursor_ = static_cast<uint64_t>(c.item<int64_t>());
+}
+
+namespace {
+constexpr const char* kPortableStateFormat = "bucketrl-trainer-state-1";
+}
+
+std::string GrpoTrainer::portable_state() const {
+  std::vector<torch::Tensor> v;
+  std::vector<st::TensorData> td;
+  for (auto& t : policy_->second_moments()) v.push_back(t.to(torch::kCPU, torch::kBFloat16).contiguous());
+  for (size_t i = 0; i < v.size(); ++i) td.push_back(model::tensor_data("exp_avg_sq." + std::to_string(i), v[i]));
+  return st::serialize_safetensors(td, {{"format", kPortableStateFormat},
+                                        {"step", std::to_string(step_)},
+                                        {"cursor", std::to_string(cursor_)},
+                                        {"adam_step", std::to_string(policy_->adam_step())}});
+}
+
+namespace {
+// A non-negative integer from the state's metadata; nullopt if absent or not one.
+std::optional<int64_t> state_counter(const st::SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  if (it == f.metadata().end() || it->second.empty() || it->second.size() > 18 ||
+      it->second.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(it->second);
+}
+}  // namespace
+
+std::optional<int64_t> GrpoTrainer::portable_state_step(const std::string& bytes) {
+  try {
+    auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "trainer state");
+    auto fmt = f.metadata().find("format");
+    if (fmt == f.metadata().end() || fmt->second != kPortableStateFormat) return std::nullopt;
+    return state_counter(f, "step");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void GrpoTrainer::load_portable_state(const std::string& bytes, const std::string& label) {
+  const std::string fix = "delete it: the worker then starts its optimizer afresh";
+  auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label);
+  auto fmt = f.metadata().find("format");
+  if (fmt == f.metadata().end() || fmt->second != kPortableStateFormat)
+    throw UserError(label + " is not a bucketrl trainer state (metadata format '" +
+                        (fmt == f.metadata().end() ? std::string() : fmt->second) + "', expected " +
+                        kPortableStateFormat + ")",
+                    fix);
+  auto step = state_counter(f, "step"), cursor = state_counter(f, "cursor"), adam = state_counter(f, "adam_step");
+  if (!step || !cursor || !adam) throw UserError(label + ": its metadata lacks a step, cursor or adam_step count", fix);
+  auto params = lora::parameters(m_);
+  const size_t n = *adam > 0 ? params.size() : 0;
+  if (f.names().size() != n)
+    throw UserError(label + " holds " + std::to_string(f.names().size()) + " second moments, this adapter has " +
+                        std::to_string(n) + " parameters (another lora config?)",
+                    fix);
+  std::vector<torch::Tensor> v;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& view = f.get("exp_avg_sq." + std::to_string(i));
+    auto t = model::copy_tensor(view, torch::kFloat);
+    if (t.sizes() != params[i].sizes())
+      throw UserError(label + ": exp_avg_sq." + std::to_string(i) + " has shape " + c10::str(t.sizes()) +
+                          ", the adapter's parameter " + c10::str(params[i].sizes()),
+                      fix);
+    if (!torch::isfinite(t).all().item<bool>() || (t < 0).any().item<bool>())
+      throw UserError(label + ": exp_avg_sq." + std::to_string(i) + " holds negative or non-finite values", fix);
+    v.push_back(std::move(t));
+  }
+  policy_->set_second_moments(v, *adam);
+  step_ = *step;
+  cursor_ = static_cast<uint64_t>(*cursor);
 }
 
 }  // namespace brl::grpo

@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,13 @@ class PolicyOptimizer {
   // correction restarts, as Adam's does for a moment that starts at zero (see
   // fresh_momentum_lr_scale).
   void reset_momentum();
+  // AdamW's second moment per adapter parameter (in lora::parameters order) and its step
+  // count; empty and 0 while AdamW has no state.
+  std::vector<torch::Tensor> second_moments() const;
+  int64_t adam_step() const;
+  // A state of these second moments and step count whose first moment is zero, corrected as
+  // after reset_momentum; empty v: a fresh optimizer.
+  void set_second_moments(const std::vector<torch::Tensor>& v, int64_t adam_step);
 
  private:
   model::Model& m_;
@@ -147,9 +155,20 @@ class GrpoTrainer {
   StepStats step();
   int64_t global_step() const { return step_; }
   uint64_t example_cursor() const { return cursor_; }
+  void set_example_cursor(uint64_t c) { cursor_ = c; }
   // Optimizer state + counters, for resume.
   void save_state(const std::string& path);
   void load_state(const std::string& path);
+  // What a worker keeps across restarts and machines (a safetensors buffer): AdamW's second
+  // moment in bf16 (it only scales steps) and step count, the trainer's step and prompt
+  // counters. Not the first moment, which a worker zeroes on every adoption anyway
+  // (sync.optimizer_state); so a loaded state starts it at zero, corrected as after
+  // reset_momentum. load_portable_state throws UserError naming `label` and what does not fit
+  // this trainer's adapter, and changes nothing then.
+  std::string portable_state() const;
+  void load_portable_state(const std::string& bytes, const std::string& label);
+  // The trainer step a portable state records, without loading it; nullopt if unreadable.
+  static std::optional<int64_t> portable_state_step(const std::string& bytes);
   double current_lr() const;
   void reset_optimizer() { policy_->reset_state(); }
   void reset_momentum() { policy_->reset_momentum(); }

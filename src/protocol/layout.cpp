@@ -29,6 +29,7 @@ std::string updates_prefix() { return "updates/"; }
 std::string update_key(const std::string& w, const std::string& id) { return updates_prefix() + w + "/" + id + ".upd"; }
 std::string heartbeats_prefix() { return "heartbeats/"; }
 std::string heartbeat_key(const std::string& w) { return heartbeats_prefix() + w + ".json"; }
+std::string trainer_state_key(const std::string& w) { return "state/" + w + ".safetensors"; }
 std::string all_logs_prefix() { return "logs/"; }
 std::string logs_prefix(const std::string& w) { return all_logs_prefix() + w + "/"; }
 std::string log_key(const std::string& w, int64_t t) {

@@ -14,6 +14,8 @@
 //   global/LATEST                         newest version number, written last
 //   updates/<worker>/<update-id>.upd      one worker delta (header + payload)
 //   heartbeats/<worker>.json              last beat
+//   state/<worker>.safetensors            the worker's trainer state, for a machine that
+//                                         takes over its id (grpo::GrpoTrainer::portable_state)
 //   logs/<worker>/<time>.jsonl            metrics lines
 //   evals/v<N:08>.json                    held-out evaluation of version N
 //   data/<sha16>-<name>                   task files (JSONL) the run was initialized with
@@ -40,6 +42,7 @@ std::string updates_prefix();
 std::string update_key(const std::string& worker, const std::string& update_id);
 std::string heartbeats_prefix();
 std::string heartbeat_key(const std::string& worker);
+std::string trainer_state_key(const std::string& worker);
 std::string all_logs_prefix();  // "logs/": every worker's
 std::string logs_prefix(const std::string& worker);
 std::string log_key(const std::string& worker, int64_t time_ms);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "grpo/train_loop.h"
@@ -93,7 +94,8 @@ Worker::Worker(WorkerOptions opt) : opt_(std::move(opt)), rng_(std::random_devic
   adopt(protocol::newest_version(*store_).value());
   if (!opt_.id.empty() && cfg_.sync.optimizer_state != OptimizerState::reset) {
     state_path_ =
-        (std::filesystem::path(cache_root_dir(opt_.cache_dir)) / "workers" / run_.run_id / (id_ + ".pt")).string();
+        (std::filesystem::path(cache_root_dir(opt_.cache_dir)) / "workers" / run_.run_id / (id_ + ".state.safetensors"))
+            .string();
     resume_state();
   }
   LOG_INFO("worker {}: run {}, starting from global version {} (shard {}/{}, {} threads, {})", id_, run_.run_id,
@@ -129,7 +131,9 @@ uint64_t Worker::example_cursor() const { return trainer_->example_cursor(); }
 // step down, and a fresh one knows only the newest gradients): near a saturated reward,
 // where the gradients are small noise, that random walk grew the adapter until one step
 // flipped the policy to a wrong answer with no reward variance left to learn back from
-// (chaos_slow_test, a worker killed every few seconds). So the state is kept across restarts.
+// (chaos_slow_test, a worker killed every few seconds). So the state is kept across restarts:
+// on this machine's disk, and in the bucket for a machine that takes over the id. The newer
+// of the two (by trainer step) is resumed.
 void Worker::resume_state() {
   // An earlier process of this id killed while saving left its temporary file (save_state).
   const std::filesystem::path path(state_path_);
@@ -137,36 +141,59 @@ void Worker::resume_state() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(path.parent_path(), ec))
     if (e.path().filename().string().rfind(stale, 0) == 0) std::filesystem::remove(e.path(), ec);
-  if (!std::filesystem::exists(path, ec)) return;
-  try {
-    trainer_->load_state(state_path_);
-  } catch (const std::exception& e) {
-    LOG_WARN("worker {}: cannot resume the trainer state in {} ({}); starting the optimizer afresh", id_, state_path_,
-             e.what());
-    trainer_->reset_optimizer();  // the counters are set only once everything was read
+  struct Copy {
+    std::string label, bytes;
+    int64_t step = -1;
+  };
+  std::vector<Copy> copies;
+  if (std::ifstream f(state_path_, std::ios::binary); f)
+    copies.push_back({state_path_, std::string(std::istreambuf_iterator<char>(f), {})});
+  const std::string key = protocol::trainer_state_key(id_);
+  if (auto b = store_->get(key); b) copies.push_back({store_->describe() + "/" + key, std::move(*b)});
+  else if (!b.status().is_not_found())
+    LOG_WARN("worker {}: cannot read its trainer state from the bucket ({})", id_, b.status().to_string());
+  for (auto& c : copies) c.step = grpo::GrpoTrainer::portable_state_step(c.bytes).value_or(-1);
+  std::stable_sort(copies.begin(), copies.end(), [](const Copy& x, const Copy& y) { return x.step > y.step; });
+  for (const auto& c : copies) {
+    try {
+      trainer_->load_portable_state(c.bytes, c.label);
+    } catch (const std::exception& e) {
+      LOG_WARN("worker {}: cannot resume the trainer state in {} ({})", id_, c.label, e.what());
+      continue;
+    }
+    LOG_INFO("worker {}: resumed its trainer state (step {}, prompt {}) from {}", id_, trainer_->global_step(),
+             trainer_->example_cursor(), c.label);
     return;
   }
-  // It was saved before this adoption: the policy applies as on any other.
-  if (cfg_.sync.optimizer_state == OptimizerState::reset_momentum) trainer_->reset_momentum();
-  LOG_INFO("worker {}: resumed its trainer state (step {}, prompt {}) from {}", id_, trainer_->global_step(),
-           trainer_->example_cursor(), state_path_);
+  if (!copies.empty()) LOG_WARN("worker {}: starting its optimizer afresh", id_);
 }
 
 // Written aside and renamed into place, so a kill at any moment leaves the old state or the
-// new one. A failure (a full disk) costs only the resume, not the run.
+// new one (an object store's put is atomic). A failure (a full disk, the bucket away) costs
+// only a resume, not the run.
 void Worker::save_state() {
   if (state_path_.empty()) return;
+  const std::string bytes = trainer_->portable_state();
   const std::filesystem::path path(state_path_);
   const std::string tmp = state_path_ + ".tmp-" + std::to_string(getpid());
   try {
     std::filesystem::create_directories(path.parent_path());
-    trainer_->save_state(tmp);
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!f.flush()) throw std::runtime_error("write failed");
+    }
     std::filesystem::rename(tmp, path);
   } catch (const std::exception& e) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
     LOG_WARN("worker {}: cannot save the trainer state to {}: {}", id_, state_path_, e.what());
   }
+  const double every = cfg_.sync.state_upload_interval_s;
+  if (every <= 0 || (state_uploaded_ && seconds_since(*state_uploaded_) < every)) return;
+  if (auto st = store_->put(protocol::trainer_state_key(id_), bytes); !st.ok())
+    LOG_WARN("worker {}: cannot copy its trainer state to the bucket: {}", id_, st.to_string());
+  else state_uploaded_ = Clock::now();
 }
 
 void Worker::adopt(int64_t v) {

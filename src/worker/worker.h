@@ -95,7 +95,8 @@ class Worker {
   int64_t trainer_steps() const;
   uint64_t example_cursor() const;
   // Where the trainer state goes after each sync ("" = nowhere: no fixed id, or
-  // sync.optimizer_state = reset, which has nothing to keep).
+  // sync.optimizer_state = reset, which has nothing to keep); also to the bucket
+  // (protocol::trainer_state_key) every sync.state_upload_interval_s.
   const std::string& state_path() const { return state_path_; }
 
  private:
@@ -134,7 +135,8 @@ class Worker {
   RewardWindow win_;
   std::string log_lines_;
   int64_t samples_total_ = 0;
-  std::string state_path_;  // see state_path()
+  std::string state_path_;                           // see state_path()
+  std::optional<Clock::time_point> state_uploaded_;  // the last copy to the bucket
 };
 
 // Worker(opt).run(stop).

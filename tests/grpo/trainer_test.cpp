@@ -14,7 +14,10 @@
 #include "grpo/pretrain.h"
 #include "lora/lora.h"
 #include "model/loader.h"
+#include "model/tensor_io.h"
 #include "tasks/task.h"
+#include "util/error.h"
+#include "util/safetensors.h"
 
 using namespace brl;
 
@@ -395,6 +398,90 @@ TEST(GrpoTrainer, ResetMomentumRestartsTheFirstMomentsBiasCorrection) {
     std::printf("    step %d after the reset: median |move| %.3f x lr\n", k, median / lr);
     EXPECT_GT(median, 0.2 * lr);  // a full-size step, not (1 - b1) = a tenth of one
   }
+}
+
+// The state a worker keeps across machines: AdamW's second moment rounded to bf16, its step
+// count and the trainer's counters come back; the first moment comes back zero, corrected as
+// after reset_momentum (the test above derives that step). What does not fit is refused by
+// name and changes nothing.
+TEST(GrpoTrainer, PortableStateKeepsTheSecondMomentAndCounters) {
+  OptimizerEnv a(0.01);
+  for (int i = 0; i < 3; ++i) a.tr.step();
+  const std::string bytes = a.tr.portable_state();
+  EXPECT_EQ(grpo::GrpoTrainer::portable_state_step(bytes), 3);
+  EXPECT_EQ(grpo::GrpoTrainer::portable_state_step("garbage"), std::nullopt);
+  auto state = [](grpo::GrpoTrainer& tr, const torch::Tensor& p) -> torch::optim::AdamWParamState& {
+    return static_cast<torch::optim::AdamWParamState&>(*tr.optimizer().state().at(p.unsafeGetTensorImpl()));
+  };
+  OptimizerEnv b(0.01);
+  b.tr.load_portable_state(bytes, "state");
+  EXPECT_EQ(b.tr.global_step(), 3);
+  EXPECT_EQ(b.tr.example_cursor(), a.tr.example_cursor());
+  const auto pa = a.tr.optimizer().param_groups().at(0).params(), pb = b.tr.optimizer().param_groups().at(0).params();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto va = state(a.tr, pa[i]).exp_avg_sq();
+    ASSERT_GT(va.max().item<double>(), 0.0);
+    EXPECT_TRUE(torch::equal(state(b.tr, pb[i]).exp_avg_sq(), va.to(torch::kBFloat16).to(torch::kFloat)));
+    EXPECT_EQ(state(b.tr, pb[i]).exp_avg().abs().max().item<double>(), 0.0);
+    EXPECT_EQ(state(b.tr, pb[i]).step(), 3);
+  }
+  b.tr.step();  // and trains on from it
+  EXPECT_EQ(state(b.tr, pb[0]).step(), 4);
+
+  // A trainer that has not stepped: a fresh optimizer, counters at zero.
+  OptimizerEnv fresh(0.01), c(0.01);
+  c.tr.load_portable_state(fresh.tr.portable_state(), "fresh");
+  EXPECT_EQ(c.tr.global_step(), 0);
+  EXPECT_TRUE(c.tr.optimizer().state().empty());
+
+  auto refused = [&](const std::string& what, const std::string& body, const std::string& says) {
+    OptimizerEnv d(0.01);
+    d.tr.step();
+    try {
+      d.tr.load_portable_state(body, what);
+      ADD_FAILURE() << what << " was loaded";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(d.tr.global_step(), 1);  // unchanged
+  };
+  refused("not-safetensors", "garbage", "not-safetensors");
+  refused("an adapter", st::serialize_safetensors({}, {{"format", "pt"}}), "not a bucketrl trainer state");
+  {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    LoraConfig lc;
+    lc.r = 3;  // another rank: every shape differs
+    lc.target_modules = {"all-linear"};
+    lora::attach(m, lc);
+    grpo::GrpoTrainer other(m, a.env.tk, *a.env.task, a.g);
+    other.step();
+    refused("rank 3", other.portable_state(), "has shape");
+  }
+  {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    LoraConfig lc;
+    lc.r = 2;
+    lc.target_modules = {"q_proj"};  // fewer modules
+    lora::attach(m, lc);
+    grpo::GrpoTrainer other(m, a.env.tk, *a.env.task, a.g);
+    other.step();
+    refused("q_proj only", other.portable_state(), "parameters");
+  }
+  // A negative second moment (its square root would be NaN), made from the real state.
+  auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "state");
+  std::vector<torch::Tensor> keep;
+  std::vector<st::TensorData> td;
+  for (auto& name : f.names()) {
+    keep.push_back(model::copy_tensor(f.get(name), torch::kBFloat16));
+    if (td.empty()) keep.back().view(-1)[0] = -1.0;
+    td.push_back(model::tensor_data(name, keep.back()));
+  }
+  refused("negative", st::serialize_safetensors(td, f.metadata()), "negative or non-finite");
+  auto md = f.metadata();
+  md.erase("cursor");
+  refused("no cursor", st::serialize_safetensors({}, md), "lacks a step, cursor or adam_step");
 }
 
 TEST(GrpoTrainer, FreshMomentumScaleByHand) {

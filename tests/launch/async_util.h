@@ -184,6 +184,7 @@ struct Cluster {
 
   std::string name(size_t k) const { return k == 0 ? "proxy" : "w" + std::to_string(k - 1); }
   std::string log(size_t k) const { return dir + "/" + name(k) + ".log"; }
+  std::string cache(size_t k) const { return dir + (cache_per_process ? "/cache-" + name(k) : "/cache"); }
   std::vector<std::string> args(size_t k) const {
     std::vector<std::string> a{"proxy", "--bucket", bucket};
     if (k > 0)
@@ -197,7 +198,7 @@ struct Cluster {
            "--threads",
            "1",
            "--cache-dir",
-           dir + (cache_per_process ? "/cache-" + name(k) : "/cache")};
+           cache(k)};
     for (auto& x : k == 0 ? proxy_extra : worker_extra) a.push_back(x);
     return a;
   }

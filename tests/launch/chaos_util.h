@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -40,8 +42,10 @@ inline bool writing_under(const std::string& dir, const std::string& prefix) {
 }
 
 // Kills and restarts processes of `c` (already started) for `seconds`; seeded, so the choice
-// of victims and delays is reproducible (the moments they hit are not).
-inline ChaosResult chaos(Cluster& c, double seconds, uint64_t seed) {
+// of victims and delays is reproducible (the moments they hit are not). new_machines: a
+// worker comes back with an empty disk, as a spot machine replaced by another does (needs
+// c.cache_per_process).
+inline ChaosResult chaos(Cluster& c, double seconds, uint64_t seed, bool new_machines = false) {
   using Clock = std::chrono::steady_clock;
   using std::chrono::milliseconds;
   auto s = protocol::open_bucket(c.bucket);
@@ -77,6 +81,7 @@ inline ChaosResult chaos(Cluster& c, double seconds, uint64_t seed) {
     ++r.kills;
     r.proxy_kills += k == 0;
     std::this_thread::sleep_for(milliseconds(rng() % 400));
+    if (new_machines && k > 0) std::filesystem::remove_all(c.cache(k));
     c.start(k);
   }
   r.seconds = elapsed();
@@ -142,19 +147,43 @@ struct ChaosRun {
 
 // The whole chaos case: a run of the learnable task in `url` (default: a directory in tmp),
 // started, killed at for `seconds`, stopped cleanly, checked; prints and records the kills.
-inline ChaosRun chaos_case(const TempDir& tmp, const std::string& url, double seconds, uint64_t seed, int min_kills) {
+inline ChaosRun chaos_case(const TempDir& tmp, const std::string& url, double seconds, uint64_t seed, int min_kills,
+                           bool new_machines = false) {
   RunConfig cfg = learnable_config(make_base(tmp.str("base")), tmp.str("out"));
   cfg.sync.sync_interval_s = 0.7;
   Cluster c;
   c.bucket = init_bucket(tmp, cfg, url);
   c.dir = tmp.str();
+  c.cache_per_process = new_machines;
   c.start_all();
   ChaosRun r;
-  r.chaos = chaos(c, seconds, seed);
+  r.chaos = chaos(c, seconds, seed, new_machines);
   c.stop_all();
   auto s = protocol::open_bucket(c.bucket);
   r.verify = check_after_chaos(*s, static_cast<int64_t>(seconds / 8));
   EXPECT_GE(r.chaos.kills, min_kills) << "too few kills";
+  // A restarted worker resumes its trainer state (worker.cpp says why): from its disk, or on a
+  // new machine from the bucket. Only a restart before the worker's first sync has none.
+  int restarts = 0, resumed = 0;
+  for (size_t k = 1; k < c.procs.size(); ++k) {
+    const std::string log = read_text(c.log(k));
+    auto count = [&](const std::string& what) {
+      int n = 0;
+      for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+      return n;
+    };
+    restarts += std::max(0, count("starting from global version") - 1);
+    // On a new machine only the bucket's copy (protocol::trainer_state_key) can be there.
+    resumed += new_machines ? count("from " + s->describe() + "/state/" + c.name(k) + ".safetensors")
+                            : count("resumed its trainer state");
+  }
+  EXPECT_GE(resumed, restarts * 4 / 5) << resumed << " of " << restarts << " worker restarts resumed a trainer state";
+  double b2 = 0;  // LoRA B starts at zero: its norm is what training (and noise) put there
+  for (auto& t : protocol::read_version(*s, r.verify.newest).value().adapter)
+    if (t.name.find("lora_B") != std::string::npos)
+      for (float x : t.data) b2 += static_cast<double>(x) * x;
+  std::printf("%d of %d worker restarts resumed their trainer state%s; newest adapter's LoRA B norm %.2f\n", resumed,
+              restarts, new_machines ? " from the bucket" : "", std::sqrt(b2));
   std::printf("survived %d kills in %.0f s (%d of the proxy, %d aimed at a write in progress); %s\n", r.chaos.kills,
               r.chaos.seconds, r.chaos.proxy_kills, r.chaos.aimed, r.verify.summary().c_str());
   ::testing::Test::RecordProperty("kills", r.chaos.kills);

@@ -2,8 +2,9 @@
 // Proxy: what load, step, sync and adopt leave in the bucket, checked from the bucket alone
 // (update objects, heartbeats, logs) and, for adoption, against a version folded by the real
 // proxy (with the worker's own not yet folded update on top). A restart under the same id
-// resumes the trainer state (AdamW's moments, step and prompt counters). The reward window's
-// sums against hand-derived values.
+// resumes the trainer state (AdamW's second moment, step and prompt counters), the newer of
+// its disk's copy and the bucket's, also on a machine with an empty disk; unreadable copies
+// start it afresh. The reward window's sums against hand-derived values.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "codec/codec.h"
+#include "grpo/trainer.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "protocol/update.h"
@@ -28,10 +30,11 @@ namespace {
 struct WorkerRun {
   test::TempDir tmp;
   std::string bucket;
-  explicit WorkerRun(int sync_steps) {
+  explicit WorkerRun(int sync_steps, double state_upload_interval_s = 60) {
     RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
     cfg.sync.sync_interval_s = 3600;  // only the step trigger
     cfg.sync.sync_steps = sync_steps;
+    cfg.sync.state_upload_interval_s = state_upload_interval_s;
     cfg.sync.codec = "fp32";
     cfg.grpo.weight_decay = 0.1;  // moves LoRA A every step even when no group has reward variance
     bucket = test::init_bucket(tmp, cfg);
@@ -206,6 +209,9 @@ TEST(Worker, AdoptsANewerVersionWithItsOwnUnfoldedUpdateOnTop) {
 // state belongs to one id.
 TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
   WorkerRun r(2);
+  auto s = protocol::open_bucket(r.bucket);
+  const std::string key = protocol::trainer_state_key("wa");
+  auto bucket_step = [&] { return grpo::GrpoTrainer::portable_state_step(s->get(key).value()); };
   std::atomic<bool> stop{false};
   std::string path;
   uint64_t cursor = 0;
@@ -214,40 +220,79 @@ TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
     path = w.state_path();
     ASSERT_FALSE(path.empty());
     EXPECT_FALSE(std::filesystem::exists(path));  // nothing to resume yet
+    EXPECT_TRUE(s->get(key).status().is_not_found());
     w.step();
     w.step();
     ASSERT_TRUE(w.sync(stop));
     EXPECT_TRUE(std::filesystem::exists(path));
+    EXPECT_EQ(bucket_step(), 2);  // the first sync copies it to the bucket too
     cursor = w.example_cursor();
     EXPECT_GT(cursor, 0u);
+    w.step();
+    w.step();
+    ASSERT_TRUE(w.sync(stop));
+    EXPECT_EQ(bucket_step(), 2);  // not again within state_upload_interval_s
   }
   {
     worker::Worker w(r.options("wa"));
     EXPECT_EQ(w.state_path(), path);
-    EXPECT_EQ(w.trainer_steps(), 2);
-    EXPECT_EQ(w.example_cursor(), cursor);  // the next prompts, not the shard's first again
+    EXPECT_EQ(w.trainer_steps(), 4);        // the disk's copy: newer than the bucket's
+    EXPECT_GT(w.example_cursor(), cursor);  // the next prompts, not the shard's first again
     w.step();
-    EXPECT_EQ(w.trainer_steps(), 3);
+    EXPECT_EQ(w.trainer_steps(), 5);
   }
   {
     worker::Worker other(r.options("wb"));  // another worker has its own
     EXPECT_NE(other.state_path(), path);
     EXPECT_EQ(other.trainer_steps(), 0);
   }
+  {
+    auto fresh = r.options("wa");  // a new machine takes over the id: an empty disk
+    fresh.cache_dir = r.tmp.str("other-machine");
+    worker::Worker w(fresh);
+    EXPECT_NE(w.state_path(), path);
+    EXPECT_EQ(w.trainer_steps(), 2);  // the bucket's copy
+    EXPECT_EQ(w.example_cursor(), cursor);
+    for (int i = 0; i < 4; ++i) w.step();
+    ASSERT_TRUE(w.sync(stop));
+    EXPECT_EQ(bucket_step(), 6);
+  }
+  {
+    worker::Worker w(r.options("wa"));  // back on the first machine: the bucket's is newer
+    EXPECT_EQ(w.trainer_steps(), 6);
+  }
   test::write_file(path, "not a trainer state");
   test::write_file(path + ".tmp-12345", "a save cut short by a kill");
+  ASSERT_TRUE(s->put(key, "not one either").ok());
   {
     worker::Worker w(r.options("wa"));
-    EXPECT_EQ(w.trainer_steps(), 0);
+    EXPECT_EQ(w.trainer_steps(), 0);                             // neither copy reads: afresh
     EXPECT_FALSE(std::filesystem::exists(path + ".tmp-12345"));  // cleared at start
     w.step();
     w.step();
-    ASSERT_TRUE(w.sync(stop));  // trains and syncs, and writes a good state again
+    ASSERT_TRUE(w.sync(stop));  // trains and syncs, and writes good copies again
   }
   worker::Worker again(r.options("wa"));
   EXPECT_EQ(again.trainer_steps(), 2);
+  EXPECT_EQ(bucket_step(), 2);
   auto anon = r.options("");
   EXPECT_EQ(worker::Worker(anon).state_path(), "");  // <host>-<pid>: no later process has its id
+}
+
+TEST(Worker, StateUploadIntervalZeroKeepsTheTrainerStateOffTheBucket) {
+  WorkerRun r(1, 0);
+  std::atomic<bool> stop{false};
+  {
+    worker::Worker w(r.options("wa"));
+    w.step();
+    ASSERT_TRUE(w.sync(stop));
+    EXPECT_TRUE(std::filesystem::exists(w.state_path()));
+  }
+  auto s = protocol::open_bucket(r.bucket);
+  EXPECT_TRUE(s->get(protocol::trainer_state_key("wa")).status().is_not_found());
+  auto fresh = r.options("wa");
+  fresh.cache_dir = r.tmp.str("other-machine");
+  EXPECT_EQ(worker::Worker(fresh).trainer_steps(), 0);
 }
 
 TEST(RewardWindow, SampleWeightedMeanAndStd) {
