@@ -155,7 +155,6 @@ class GrpoTrainer {
   StepStats step();
   int64_t global_step() const { return step_; }
   uint64_t example_cursor() const { return cursor_; }
-  void set_example_cursor(uint64_t c) { cursor_ = c; }
   // Optimizer state + counters, for resume.
   void save_state(const std::string& path);
   void load_state(const std::string& path);
