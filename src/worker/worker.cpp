@@ -170,8 +170,9 @@ void Worker::resume_state() {
 
 // Written aside and renamed into place, so a kill at any moment leaves the old state or the
 // new one (an object store's put is atomic). A failure (a full disk, the bucket away) costs
-// only a resume, not the run.
-void Worker::save_state() {
+// only a resume, not the run. The bucket's copy at most every state_upload_interval_s, unless
+// to_bucket (a clean stop: a spot machine's notice).
+void Worker::save_state(bool to_bucket) {
   if (state_path_.empty()) return;
   const std::string bytes = trainer_->portable_state();
   const std::filesystem::path path(state_path_);
@@ -190,7 +191,7 @@ void Worker::save_state() {
     LOG_WARN("worker {}: cannot save the trainer state to {}: {}", id_, state_path_, e.what());
   }
   const double every = cfg_.sync.state_upload_interval_s;
-  if (every <= 0 || (state_uploaded_ && seconds_since(*state_uploaded_) < every)) return;
+  if (every <= 0 || (!to_bucket && state_uploaded_ && seconds_since(*state_uploaded_) < every)) return;
   if (auto st = store_->put(protocol::trainer_state_key(id_), bytes); !st.ok())
     LOG_WARN("worker {}: cannot copy its trainer state to the bucket: {}", id_, st.to_string());
   else state_uploaded_ = Clock::now();
@@ -399,6 +400,7 @@ WorkerSummary Worker::run(const std::atomic<bool>& stop) {
         "everything before them is in the bucket",
         id_, win_.steps(), final_attempts, sum_.last_error);
   }
+  save_state(/*to_bucket=*/true);  // the freshest copy for whoever takes over this id
   flush_logs();
   beater_->update([](protocol::Heartbeat& h) { h.state = "stopped"; });
   LOG_INFO(

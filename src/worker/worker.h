@@ -105,7 +105,7 @@ class Worker {
   bool upload_and_adopt(const std::atomic<bool>& stop);
   void flush_logs();
   void resume_state();
-  void save_state();
+  void save_state(bool to_bucket = false);
 
   WorkerOptions opt_;
   std::string id_;

@@ -240,6 +240,10 @@ TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
     EXPECT_GT(w.example_cursor(), cursor);  // the next prompts, not the shard's first again
     w.step();
     EXPECT_EQ(w.trainer_steps(), 5);
+    std::atomic<bool> stopped{true};
+    w.run(stopped);  // a clean stop uploads the last step and copies the state at once
+    EXPECT_EQ(bucket_step(), 5);
+    cursor = w.example_cursor();
   }
   {
     worker::Worker other(r.options("wb"));  // another worker has its own
@@ -251,15 +255,15 @@ TEST(Worker, ARestartUnderTheSameIdResumesItsTrainerState) {
     fresh.cache_dir = r.tmp.str("other-machine");
     worker::Worker w(fresh);
     EXPECT_NE(w.state_path(), path);
-    EXPECT_EQ(w.trainer_steps(), 2);  // the bucket's copy
+    EXPECT_EQ(w.trainer_steps(), 5);  // the bucket's copy
     EXPECT_EQ(w.example_cursor(), cursor);
-    for (int i = 0; i < 4; ++i) w.step();
+    for (int i = 0; i < 2; ++i) w.step();
     ASSERT_TRUE(w.sync(stop));
-    EXPECT_EQ(bucket_step(), 6);
+    EXPECT_EQ(bucket_step(), 7);  // this process's first sync
   }
   {
     worker::Worker w(r.options("wa"));  // back on the first machine: the bucket's is newer
-    EXPECT_EQ(w.trainer_steps(), 6);
+    EXPECT_EQ(w.trainer_steps(), 7);
   }
   test::write_file(path, "not a trainer state");
   test::write_file(path + ".tmp-12345", "a save cut short by a kill");
