@@ -82,6 +82,9 @@ def bench_step(a, dtype):
             with torch.no_grad():
                 p.normal_(0, 0.01)
     params = [p for p in m.parameters() if p.requires_grad]
+    if a.gradient_checkpointing:  # as TRL's gradient_checkpointing=True sets it up for PEFT
+        m.enable_input_require_grads()
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     opt = torch.optim.AdamW(params, lr=1e-6)
     L = a.prompt + a.completion
     g = torch.Generator().manual_seed(3)
@@ -108,6 +111,8 @@ def bench_step(a, dtype):
         opt.step()
         return loss.item()
 
+    if a.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     step()  # warm-up
     times = []
     for _ in range(a.repeats):
@@ -119,7 +124,9 @@ def bench_step(a, dtype):
     sec = statistics.median(times)
     return {"impl": "peft", "torch": torch.__version__, "peft": peft.__version__, "device": a.device, "dtype": a.dtype,
             "shape": a.shape, "batch": a.batch, "prompt": a.prompt, "completion": a.completion, "r": a.r,
-            "step_seconds": sec, "tokens_per_second": a.batch * L / sec}
+            "step_seconds": sec, "tokens_per_second": a.batch * L / sec,
+            "gradient_checkpointing": a.gradient_checkpointing,
+            "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if a.device.startswith("cuda") else None}
 
 
 def main():
@@ -136,6 +143,7 @@ def main():
     p.add_argument("--completion", type=int, default=128)
     p.add_argument("--r", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--gradient-checkpointing", action="store_true")
     a = p.parse_args()
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     out = bench_generate(a, dtype) if a.what == "generate" else bench_step(a, dtype)

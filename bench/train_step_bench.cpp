@@ -6,6 +6,7 @@
 //   train_step_bench [--shape demo|small|qwen2.5-0.5b] [--batch N] [--prompt Lp]
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 //                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
+//                    [--gradient-checkpointing]
 // On cuda the ceiling is the GPU's matrix product in the step's dtype (8192^2), and the base is
 // moved there in that dtype with the adapter in f32.
 #include <ATen/ATen.h>
@@ -24,8 +25,9 @@
 #include "grpo/pretrain.h"
 #include "grpo/trainer.h"
 #include "lora/lora.h"
-#include "model/threads.h"
+#include "model/device.h"
 #include "model/loader.h"
+#include "model/threads.h"
 #include "bench_util.h"
 
 using namespace brl;
@@ -53,13 +55,17 @@ int main(int argc, char** argv) {
   std::string shape = "small";
   int64_t batch = -1, prompt = -1, completion = -1, r = 16, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
-  bool json = false;
+  bool json = false, ckpt = false;
   std::string profile;  // a chrome trace of one more step (--profile FILE)
   std::string device = "cpu", dtype = "f32";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json") {
       json = true;
+      continue;
+    }
+    if (a == "--gradient-checkpointing") {
+      ckpt = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -126,6 +132,7 @@ int main(int argc, char** argv) {
   g.num_iterations = 1;
   g.loss_type = grpo::LossType::grpo;
   g.max_grad_norm = 1.0;
+  g.gradient_checkpointing = ckpt;
   grpo::PolicyOptimizer po(m, g);
 
   grpo::PolicyBatch pb;
@@ -146,12 +153,14 @@ int main(int argc, char** argv) {
 
   std::vector<double> t;
   double loss = 0;
+  model::reset_peak_memory(dev);
   po.optimize(pb, 1e-6);  // warm-up (allocator, OpenBLAS buffers)
   for (int64_t i = 0; i < repeats; ++i) t.push_back(bench::seconds_of([&] { loss = po.optimize(pb, 1e-6).loss; }));
   if (!profile.empty()) {
     torch::autograd::profiler::RecordProfile guard(profile);
     po.optimize(pb, 1e-6);
   }
+  const double peak_gb = static_cast<double>(model::peak_memory_bytes(dev)) / 1e9;
   const double sec = bench::median(t), tokens = static_cast<double>(batch * (prompt + completion));
   const double flops = step_flops(cfg, r, batch, prompt, completion);
   if (json) {
@@ -159,18 +168,20 @@ int main(int argc, char** argv) {
         "{\"impl\": \"bucketrl\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", \"params\": %lld, "
         "\"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
         "\"r\": %lld, \"threads\": %d, \"step_seconds\": %.4f, \"tokens_per_second\": %.1f, \"step_gflop\": %.2f, "
-        "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f}\n",
+        "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f, "
+        "\"gradient_checkpointing\": %s, \"peak_memory_gb\": %.3f}\n",
         device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(cfg.num_parameters()),
         static_cast<long long>(batch), static_cast<long long>(prompt), static_cast<long long>(completion),
         static_cast<long long>(r), threads, sec, tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9,
-        flops / sec / ceiling, loss);
+        flops / sec / ceiling, loss, ckpt ? "true" : "false", peak_gb);
   } else {
     std::printf(
         "%s %s %s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
-        "%.0f %% of the %.0f GFLOP/s GEMM ceiling\n",
+        "%.0f %% of the %.0f GFLOP/s GEMM ceiling; peak memory %.2f GB (%s)%s\n",
         device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(batch),
         static_cast<long long>(prompt + completion), sec, static_cast<long long>(repeats), tokens / sec, flops / 1e9,
-        flops / sec / 1e9, 100 * flops / sec / ceiling, ceiling / 1e9);
+        flops / sec / 1e9, 100 * flops / sec / ceiling, ceiling / 1e9, peak_gb,
+        dev.is_cuda() ? "tensors allocated" : "process resident set", ckpt ? ", gradient checkpointing" : "");
   }
   return 0;
 }

@@ -41,6 +41,7 @@ SHAPE=(--shape qwen2.5-0.5b --device cuda --dtype bf16)
 if has train; then
   step train 90 $B/train_step_bench "${SHAPE[@]}" --batch 8 --prompt 64 --completion 128 --repeats 5 --json
   step train 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 5 --json
+  step train 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json --gradient-checkpointing
 fi
 if has gen; then
   step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3
@@ -68,6 +69,9 @@ if has big; then
     step big 120 $B/train_step_bench "${S[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json
     step big 120 "$PY" bench/hf_bench.py step --shape $shape --batch 8 --prompt 64 --completion 128 --repeats 3
     step big 120 "$PY" bench/hf_bench.py step --shape $shape --batch 64 --prompt 64 --completion 256 --repeats 3
+    # Activations of 64 x 320 tokens through 28 layers: with gradient checkpointing, both sides.
+    step big 150 $B/train_step_bench "${S[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json --gradient-checkpointing
+    step big 150 "$PY" bench/hf_bench.py step --shape $shape --batch 64 --prompt 64 --completion 256 --repeats 3 --gradient-checkpointing
     step big 150 "$PY" bench/hf_bench.py generate --shape $shape --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1
   done
 fi

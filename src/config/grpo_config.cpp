@@ -27,6 +27,8 @@ ConfigTable GrpoConfig::table() {
       .add("adam_beta2", &adam_beta2, "AdamW beta2")
       .add("adam_epsilon", &adam_epsilon, "AdamW epsilon")
       .add("max_grad_norm", &max_grad_norm, "gradient clipping norm, 0 = off")
+      .add("gradient_checkpointing", &gradient_checkpointing,
+           "recompute each decoder layer in backward instead of keeping its activations")
       .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")
       .add("warmup_ratio", &warmup_ratio, "fraction of max_steps spent warming up")
       .add("max_steps", &max_steps, "optimizer steps")

@@ -47,6 +47,9 @@ struct GrpoConfig {
   double weight_decay = 0.0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;
+  // transformers' gradient_checkpointing: keep each decoder layer's input, not its
+  // activations, and recompute the layer in backward (model/checkpoint.h).
+  bool gradient_checkpointing = false;
   LrSchedulerType lr_scheduler_type = LrSchedulerType::linear;
   double warmup_ratio = 0.0;
   int max_steps = 100;

@@ -258,6 +258,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
 
   // num_iterations passes over micro-batches; one optimizer step per pass.
   m_.training = true;
+  m_.gradient_checkpointing = cfg_.gradient_checkpointing;
   const int64_t mb = cfg_.per_device_train_batch_size;
   const double total_tokens = std::max(1.0, b.completion_mask.sum().item<double>());
   LossOptions lo;

@@ -5,6 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <sys/resource.h>
 #include <torch/headeronly/version.h>
 
 #include <string>
@@ -63,6 +64,20 @@ int64_t device_memory_bytes(const c10::Device& device) {
   if (!device.is_cuda()) return 0;
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+int64_t peak_memory_bytes(const c10::Device& device) {
+  if (device.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+void reset_peak_memory(const c10::Device& device) {
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 }
 
 std::string describe_compute() {

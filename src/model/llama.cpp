@@ -2,9 +2,11 @@
 #include "model/llama.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 
+#include "model/checkpoint.h"
 #include "model/logprobs.h"
 #include "model/skinny_linear.h"
 #include "util/error.h"
@@ -144,14 +146,20 @@ torch::Tensor Model::layers_forward(const torch::Tensor& input_ids, const torch:
                                     const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const {
   auto rope = rope_cos_sin(positions, config.n_rot(), config.rope_theta, dtype());
   auto h = at::embedding(embed_tokens, input_ids);  // [B, T, C]
+  // Checkpointed layers keep only their input for backward (a cache is for inference only).
+  const bool ckpt = gradient_checkpointing && !cache && at::GradMode::is_enabled();
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    const auto& layer = layers[l];
-    h = h + attention(layer, l, rms_norm(h, layer.input_layernorm, config.rms_norm_eps), rope, mask, cache, slot);
-    auto x = rms_norm(h, layer.post_attention_layernorm, config.rms_norm_eps);
-    const auto& m = layer.mlp;
-    auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training)) *
-               m.up_proj.forward(x, adapters_enabled, training);  // [B, T, inter]
-    h = h + m.down_proj.forward(act, adapters_enabled, training);
+    auto layer_fn = [this, l, rope, mask, cache, slot](const torch::Tensor& in) {
+      const auto& layer = layers[l];
+      auto out =
+          in + attention(layer, l, rms_norm(in, layer.input_layernorm, config.rms_norm_eps), rope, mask, cache, slot);
+      auto x = rms_norm(out, layer.post_attention_layernorm, config.rms_norm_eps);
+      const auto& m = layer.mlp;
+      auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training)) *
+                 m.up_proj.forward(x, adapters_enabled, training);  // [B, T, inter]
+      return out + m.down_proj.forward(act, adapters_enabled, training);
+    };
+    h = ckpt ? checkpoint(layer_fn, h) : layer_fn(h);
   }
   return rms_norm(h, norm, config.rms_norm_eps);  // [B, T, C]
 }

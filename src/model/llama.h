@@ -52,6 +52,10 @@ class Model {
   torch::Tensor lm_head;         // [V, C]; undefined when tie_word_embeddings
   bool adapters_enabled = true;  // false: base model only (GRPO's reference policy)
   bool training = false;         // LoRA dropout on
+  // Backward recomputes each decoder layer from its input instead of keeping its activations
+  // (transformers' gradient_checkpointing; model/checkpoint.h): memory for one layer's
+  // activations at a time, for one more forward pass.
+  bool gradient_checkpointing = false;
 
   const torch::Tensor& output_weight() const { return lm_head.defined() ? lm_head : embed_tokens; }
   torch::ScalarType dtype() const { return embed_tokens.scalar_type(); }

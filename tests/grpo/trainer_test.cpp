@@ -484,6 +484,27 @@ TEST(GrpoTrainer, PortableStateKeepsTheSecondMomentAndCounters) {
   refused("no cursor", st::serialize_safetensors({}, md), "lacks a step, cursor or adam_step");
 }
 
+// [grpo] gradient_checkpointing reaches the model in the optimizer's passes and changes no
+// step: two trainers from the same model and seed, one checkpointing, end at the same adapter
+// (tests/lora/gradient_checkpointing_test.cpp compares the gradients themselves).
+TEST(GrpoTrainer, GradientCheckpointingTakesTheSameSteps) {
+  OptimizerEnv plain(0.01);
+  auto g = plain.g;
+  g.gradient_checkpointing = true;
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  grpo::GrpoTrainer ckpt(m, plain.env.tk, *plain.env.task, g);
+  for (int i = 0; i < 2; ++i) {
+    auto a = plain.tr.step(), b = ckpt.step();
+    EXPECT_NEAR(a.loss, b.loss, 1e-6 * std::max(1.0, std::abs(a.loss)));
+  }
+  EXPECT_TRUE(m.gradient_checkpointing);
+  EXPECT_FALSE(plain.m.gradient_checkpointing);
+  const double diff = (lora_b(m) - lora_b(plain.m)).abs().max().item<double>();
+  EXPECT_GT(lora_b(m).abs().max().item<double>(), 0.0);
+  EXPECT_LT(diff, 1e-6);
+}
+
 TEST(GrpoTrainer, FreshMomentumScaleByHand) {
   // (1 - 0.9^t) / (1 - 0.9^k): t = 10, k = 1 -> 0.6513215599 / 0.1; k >= t or k <= 0 -> 1.
   EXPECT_NEAR(grpo::fresh_momentum_lr_scale(0.9, 10, 1), 6.513215599, 1e-9);
