@@ -454,13 +454,16 @@ std::optional<int64_t> state_counter(const st::SafetensorsFile& f, const std::st
     return std::nullopt;
   return std::stoll(it->second);
 }
+std::string state_format(const st::SafetensorsFile& f) {
+  auto it = f.metadata().find("format");
+  return it == f.metadata().end() ? std::string() : it->second;
+}
 }  // namespace
 
 std::optional<int64_t> GrpoTrainer::portable_state_step(const std::string& bytes) {
   try {
     auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), "trainer state");
-    auto fmt = f.metadata().find("format");
-    if (fmt == f.metadata().end() || fmt->second != kPortableStateFormat) return std::nullopt;
+    if (state_format(f) != kPortableStateFormat) return std::nullopt;
     return state_counter(f, "step");
   } catch (const std::exception&) {
     return std::nullopt;
@@ -470,10 +473,8 @@ std::optional<int64_t> GrpoTrainer::portable_state_step(const std::string& bytes
 void GrpoTrainer::load_portable_state(const std::string& bytes, const std::string& label) {
   const std::string fix = "delete it: the worker then starts its optimizer afresh";
   auto f = st::SafetensorsFile::from_buffer(bytes.data(), bytes.size(), label);
-  auto fmt = f.metadata().find("format");
-  if (fmt == f.metadata().end() || fmt->second != kPortableStateFormat)
-    throw UserError(label + " is not a bucketrl trainer state (metadata format '" +
-                        (fmt == f.metadata().end() ? std::string() : fmt->second) + "', expected " +
+  if (const std::string fmt = state_format(f); fmt != kPortableStateFormat)
+    throw UserError(label + " is not a bucketrl trainer state (metadata format '" + fmt + "', expected " +
                         kPortableStateFormat + ")",
                     fix);
   auto step = state_counter(f, "step"), cursor = state_counter(f, "cursor"), adam = state_counter(f, "adam_step");

@@ -17,6 +17,7 @@
 #include "protocol/update.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/host.h"
 #include "util/log.h"
 #include "worker/adapter_state.h"
@@ -135,12 +136,6 @@ uint64_t Worker::example_cursor() const { return trainer_->example_cursor(); }
 // on this machine's disk, and in the bucket for a machine that takes over the id. The newer
 // of the two (by trainer step) is resumed.
 void Worker::resume_state() {
-  // An earlier process of this id killed while saving left its temporary file (save_state).
-  const std::filesystem::path path(state_path_);
-  const std::string stale = path.filename().string() + ".tmp-";
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(path.parent_path(), ec))
-    if (e.path().filename().string().rfind(stale, 0) == 0) std::filesystem::remove(e.path(), ec);
   struct Copy {
     std::string label, bytes;
     int64_t step = -1;
@@ -168,30 +163,24 @@ void Worker::resume_state() {
   if (!copies.empty()) LOG_WARN("worker {}: starting its optimizer afresh", id_);
 }
 
-// Written aside and renamed into place, so a kill at any moment leaves the old state or the
-// new one (an object store's put is atomic). A failure (a full disk, the bucket away) costs
-// only a resume, not the run. The bucket's copy at most every state_upload_interval_s, unless
-// to_bucket (a clean stop: a spot machine's notice).
-void Worker::save_state(bool to_bucket) {
+// After every sync: on this machine's disk (util/file.h: a kill at any moment leaves the old
+// state or the new one), and in the bucket at most every state_upload_interval_s. A failure
+// (a full disk, the bucket away) costs only a resume, not the run.
+void Worker::save_state() {
   if (state_path_.empty()) return;
   const std::string bytes = trainer_->portable_state();
-  const std::filesystem::path path(state_path_);
-  const std::string tmp = state_path_ + ".tmp-" + std::to_string(getpid());
   try {
-    std::filesystem::create_directories(path.parent_path());
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      if (!f.flush()) throw std::runtime_error("write failed");
-    }
-    std::filesystem::rename(tmp, path);
+    std::filesystem::create_directories(std::filesystem::path(state_path_).parent_path());
+    write_file(state_path_, bytes);
   } catch (const std::exception& e) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
     LOG_WARN("worker {}: cannot save the trainer state to {}: {}", id_, state_path_, e.what());
   }
-  const double every = cfg_.sync.state_upload_interval_s;
-  if (every <= 0 || (!to_bucket && state_uploaded_ && seconds_since(*state_uploaded_) < every)) return;
+  if (!state_uploaded_ || seconds_since(*state_uploaded_) >= cfg_.sync.state_upload_interval_s) upload_state(bytes);
+}
+
+// The bucket's copy (an object store's put is atomic), for a machine that takes over this id.
+void Worker::upload_state(const std::string& bytes) {
+  if (state_path_.empty() || cfg_.sync.state_upload_interval_s <= 0) return;
   if (auto st = store_->put(protocol::trainer_state_key(id_), bytes); !st.ok())
     LOG_WARN("worker {}: cannot copy its trainer state to the bucket: {}", id_, st.to_string());
   else state_uploaded_ = Clock::now();
@@ -400,7 +389,9 @@ WorkerSummary Worker::run(const std::atomic<bool>& stop) {
         "everything before them is in the bucket",
         id_, win_.steps(), final_attempts, sum_.last_error);
   }
-  save_state(/*to_bucket=*/true);  // the freshest copy for whoever takes over this id
+  // A clean stop (a spot machine's notice) leaves the freshest copy in the bucket now, not on
+  // the interval; the disk's is current since the last sync.
+  if (!state_path_.empty()) upload_state(trainer_->portable_state());
   flush_logs();
   beater_->update([](protocol::Heartbeat& h) { h.state = "stopped"; });
   LOG_INFO(

@@ -105,7 +105,8 @@ class Worker {
   bool upload_and_adopt(const std::atomic<bool>& stop);
   void flush_logs();
   void resume_state();
-  void save_state(bool to_bucket = false);
+  void save_state();
+  void upload_state(const std::string& bytes);
 
   WorkerOptions opt_;
   std::string id_;
