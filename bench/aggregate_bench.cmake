@@ -2,6 +2,3 @@
 # the Qwen2.5-0.5B LoRA shape.
 add_executable(aggregate_bench ${CMAKE_SOURCE_DIR}/bench/aggregate_bench.cpp)
 target_link_libraries(aggregate_bench PRIVATE brl_launch)
-if(TCMALLOC_LIB)
-  target_link_libraries(aggregate_bench PRIVATE ${TCMALLOC_LIB})
-endif()

@@ -12,7 +12,8 @@ namespace brl::cli {
 
 void init_compute(int threads) {
   int n = model::set_compute_threads(threads);
-  LOG_DEBUG("compute: {} threads, OpenMP wait policy {}", n, model::omp_wait_policy());
+  LOG_DEBUG("compute: {} threads, OpenMP wait policy {}, malloc {}", n, model::omp_wait_policy(),
+            model::malloc_in_use());
 }
 
 namespace {

@@ -85,7 +85,8 @@ std::string describe_compute() {
                   std::to_string(TORCH_VERSION_PATCH);
   // CUDA_VERSION (cuda.h, via CUDAContext.h): the toolkit this file was compiled against.
   s += " (CUDA " + std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10) + " build)";
-  s += "; cpu: " + std::to_string(at::get_num_threads()) + " threads, OpenMP wait policy " + omp_wait_policy();
+  s += "; cpu: " + std::to_string(at::get_num_threads()) + " threads, OpenMP wait policy " + omp_wait_policy() +
+       ", malloc " + malloc_in_use();
   auto gpus = cuda_devices();
   if (gpus.empty()) s += "; cuda: no device";
   for (auto& g : gpus)

@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -91,6 +92,11 @@ const char* omp_wait_policy() {
   }
   if (const char* p = std::getenv("OMP_WAIT_POLICY")) return p;
   return std::getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT from the environment" : "libgomp's default (not set)";
+}
+
+const char* malloc_in_use() {
+  // tc_version: one of gperftools' own entry points, there whether linked or preloaded.
+  return dlsym(RTLD_DEFAULT, "tc_version") ? "tcmalloc" : "glibc";
 }
 
 }  // namespace brl::model

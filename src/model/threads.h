@@ -27,6 +27,16 @@ namespace brl::model {
 // Sets libtorch's intra-op threads: n > 0 as given, n <= 0 every core. Returns the count.
 int set_compute_threads(int n);
 
+// The allocator serving this process, "tcmalloc" or "glibc", for logs. The build links
+// tcmalloc where it is installed (CMake BRL_TCMALLOC): glibc serves every block over 32 MB (a
+// 152k-vocabulary LM head's logits, their gradient) with a fresh mmap and unmaps it on free,
+// so each training step page-faults and zeroes gigabytes again; tcmalloc keeps them for the
+// next step. Measured here: the small shape's step 1.25-1.35x faster, its peak resident set
+// 3.19 -> 2.81 GB; the 0.5B shape's 12.0-12.5 -> 8.2 GB (BENCHMARKS.md, "The allocator").
+// Telling glibc to keep them instead (M_MMAP_MAX 0, no trim) was as fast but let aligned
+// blocks fragment its heap: one 256 MB block allocated and freed in a loop held 2.1 GB.
+const char* malloc_in_use();
+
 // The wait policy libgomp was started with and why, for logs.
 const char* omp_wait_policy();
 
