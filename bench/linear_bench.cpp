@@ -1,6 +1,6 @@
 // linear_bench: y = x W^T for few rows (decode shapes), at::linear in F32 and BF16 against
-// skinny_linear (src/model/skinny_linear.h) per instruction set, with the memory floor
-// (bytes of W / --gbps). Medians; ms per call.
+// skinny_linear (src/model/skinny_linear.h) in F32 per instruction set and in BF16 (the best
+// set), with the memory floor (F32 bytes of W / --gbps; half that for BF16). Medians; ms per call.
 //   linear_bench [--threads N] [--repeats 20] [--gbps 38]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -47,14 +47,14 @@ int main(int argc, char** argv) {
                                                            {model::SkinnyIsa::kGeneric, "generic"}};
   std::printf("threads %d, ms per call (median of %lld); floor = f32 bytes of W / %.0f GB/s\n", threads,
               (long long)repeats, gbps);
-  std::printf("%3s %6s %7s | %8s %8s %8s | %8s %8s %8s\n", "M", "K", "N", "floor", "f32", "bf16", "avx512", "avx2",
-              "generic");
+  std::printf("%3s %6s %7s | %8s %8s %8s | %8s %8s %8s | %8s\n", "M", "K", "N", "floor", "f32", "bf16", "avx512",
+              "avx2", "generic", "bf16");
   for (int64_t K : {896, 4864}) {
     for (int64_t N : {896, 4864, 151936}) {
       if (K == 4864 && N != 896) continue;  // down_proj only
       auto w = at::randn({N, K}) * 0.02;
       auto wb = w.to(at::kBFloat16);
-      for (int64_t M : {1, 8, 16}) {
+      for (int64_t M : {1, 4, 8, 16}) {
         auto x = at::randn({M, K});
         auto xb = x.to(at::kBFloat16);
         std::printf("%3lld %6lld %7lld | %8.3f %8.3f %8.3f |", (long long)M, (long long)K, (long long)N,
@@ -63,7 +63,9 @@ int main(int argc, char** argv) {
           if (model::skinny_isa_supported(isa)) std::printf(" %8.3f", ms([&] { model::skinny_linear(x, w, {}, isa); }));
           else std::printf(" %8s", "n/a");
         }
-        std::printf("\n");
+        if (model::skinny_linear_applies(xb, wb, {}))
+          std::printf(" | %8.3f\n", ms([&] { model::skinny_linear(xb, wb, {}); }));
+        else std::printf(" | %8s\n", "-");  // past kSkinnyMaxRowsBf16: ATen's is as fast
       }
     }
   }

@@ -1,11 +1,14 @@
-// skinny_linear (few-row F32 linear) against a double-precision x W^T + b, for every
-// instruction set this CPU runs, over odd shapes (K not a multiple of any vector width, N odd,
-// every row count 1..16), plus when it applies and that fast_linear falls back otherwise.
+// skinny_linear (few-row linear) against a double-precision x W^T + b, for every instruction set
+// this CPU runs, over odd shapes (K not a multiple of any vector width, N odd, every row count
+// 1..16), in F32 and BF16 (the reference from the same BF16 values, within BF16's rounding of
+// the result), plus when it applies and that fast_linear falls back otherwise.
 #include "model/skinny_linear.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "test_util.h"
 
@@ -59,6 +62,39 @@ TEST(SkinnyLinear, MatchesDoubleReferenceOnOddShapes) {
   }
 }
 
+namespace {
+// BF16: the double reference of the same BF16 inputs, then the result's own rounding: half an
+// ulp of BF16 (at most 2^-8 of the value) plus F32 summation's 1e-5 of sum |x w|. A wrong widening of a
+// weight (a byte off, the wrong half) is of the order of the whole result.
+double worst_ratio_bf16(const at::Tensor& got, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  EXPECT_EQ(got.scalar_type(), at::kBFloat16);
+  auto xd = x.to(at::kDouble), wd = w.to(at::kDouble);
+  auto want = at::matmul(xd, wd.t());
+  if (b.defined()) want = want + b.to(at::kDouble);
+  auto bound = want.abs() * std::ldexp(1.0, -8) + at::matmul(xd.abs(), wd.abs().t()) * 1e-5 + 1e-30;
+  EXPECT_EQ(got.sizes(), want.sizes());
+  return ((got.to(at::kDouble) - want).abs() / bound).max().item<double>();
+}
+}  // namespace
+
+TEST(SkinnyLinear, Bf16MatchesDoubleReference) {
+  at::manual_seed(15);
+  for (auto isa : isas_here()) {
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 3}, {7, 2}, {17, 67}, {33, 5}, {257, 17}, {896, 4099}}) {
+      auto w = at::randn({N, K}).to(at::kBFloat16);
+      auto b = at::randn({N}).to(at::kBFloat16);
+      for (int64_t M = 1; M <= kSkinnyMaxRowsBf16; ++M) {
+        auto x = at::randn({M, K}).to(at::kBFloat16);
+        for (bool bias : {false, true}) {
+          auto bb = bias ? b : at::Tensor();
+          EXPECT_LE(worst_ratio_bf16(skinny_linear(x, w, bb, isa), x, w, bb), 1.0)
+              << "isa " << int(isa) << " M " << M << " K " << K << " N " << N << " bias " << bias;
+        }
+      }
+    }
+  }
+}
+
 TEST(SkinnyLinear, DecodeShapesAcrossThreads) {
   // Big enough that parallel_for splits N over threads at odd boundaries.
   at::manual_seed(12);
@@ -94,7 +130,11 @@ TEST(SkinnyLinear, AppliesOnlyWhereNoAutogradAndFewRows) {
   EXPECT_TRUE(skinny_linear_applies(at::randn({16, 8}), w, b));
   EXPECT_FALSE(skinny_linear_applies(at::randn({17, 8}), w, b));    // too many rows
   EXPECT_FALSE(skinny_linear_applies(at::randn({2, 9, 8}), w, b));  // 18 rows
-  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}).to(at::kBFloat16), w.to(at::kBFloat16), {}));
+  EXPECT_TRUE(skinny_linear_applies(at::randn({4, 8}).to(at::kBFloat16), w.to(at::kBFloat16), b.to(at::kBFloat16)));
+  EXPECT_FALSE(skinny_linear_applies(at::randn({5, 8}).to(at::kBFloat16), w.to(at::kBFloat16), {}));  // ATen's
+  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}), w.to(at::kBFloat16), {}));                    // dtypes differ
+  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}).to(at::kBFloat16), w.to(at::kBFloat16), b));
+  EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}).to(at::kHalf), w.to(at::kHalf), {}));
   EXPECT_FALSE(skinny_linear_applies(at::randn({2, 8}), at::randn({8, 4}).t(), {}));  // W strided
   EXPECT_FALSE(skinny_linear_applies(at::randn({2, 7}), w, b));                       // K mismatch
   auto wg = w.clone().set_requires_grad(true);
