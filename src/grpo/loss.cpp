@@ -110,19 +110,24 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   if (stats) {
     at::NoGradGuard ng;
     // Means over the active tokens, or over the sequences for a per-sequence value (TRL's
-    // global_masked_mean).
+    // global_masked_mean): sums and counts in f64, read back in one copy (on a GPU one wait,
+    // not seven).
+    const at::Tensor tokens = mask.sum(at::kDouble).clamp_min(1.0);
     auto masked_mean = [&](const at::Tensor& x) {
-      if (x.size(1) == 1 && mask.size(1) != 1) return x.to(mask.dtype()).mean().item<double>();
-      return (x.to(mask.dtype()) * mask).sum().item<double>() / std::max(1.0, mask.sum().item<double>());
+      if (x.size(1) == 1 && mask.size(1) != 1) return x.to(at::kDouble).mean();
+      return (x.to(mask.dtype()) * mask).sum(at::kDouble) / tokens;
     };
     // A token is clipped when the clipped branch is the one taken by min() (cispo: its cap bites).
+    const bool clips = type != LossType::sapo && type != LossType::vespo;
     at::Tensor is_clipped = type == LossType::cispo ? (ratio > opt.epsilon_high) & (adv > 0)
                                                     : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) |
                                                           ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
-    stats->loss = loss.item<double>();
-    stats->clip_ratio = type == LossType::sapo || type == LossType::vespo ? 0.0 : masked_mean(is_clipped);
-    stats->mean_ratio = masked_mean(ratio);
-    stats->kl = kl.defined() ? masked_mean(kl) : 0.0;
+    const at::Tensor zero = at::zeros({}, tokens.options());
+    const at::Tensor all = at::stack({loss.detach().to(at::kDouble), clips ? masked_mean(is_clipped) : zero,
+                                      masked_mean(ratio), kl.defined() ? masked_mean(kl) : zero})
+                               .cpu();
+    const double* v = all.const_data_ptr<double>();
+    stats->loss = v[0], stats->clip_ratio = v[1], stats->mean_ratio = v[2], stats->kl = v[3];
   }
   return loss;
 }

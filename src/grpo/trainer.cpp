@@ -7,6 +7,7 @@
 
 #include "generate/generate.h"
 #include "grpo/loss.h"
+#include "grpo/optim.h"
 #include "lora/lora.h"
 #include "model/tensor_io.h"
 #include "tasks/rewards.h"
@@ -295,13 +296,14 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
       LossStats ls;
       at::Tensor loss = grpo_loss(in, lo, &ls);
       // dapo and cispo are already normalised by the whole batch's tokens; the others average micro-batches.
-      if (!normalizes_by_batch_tokens(cfg_.loss_type)) loss = loss / static_cast<double>(n_micro);
+      const double parts = normalizes_by_batch_tokens(cfg_.loss_type) ? 1.0 : static_cast<double>(n_micro);
+      if (parts != 1.0) loss = loss / parts;
       loss.backward();
-      st.loss += loss.item<double>() / cfg_.num_iterations;
+      st.loss += ls.loss / parts / cfg_.num_iterations;  // read with the statistics: no wait of its own
       st.kl += ls.kl / n_micro / cfg_.num_iterations;
       st.clip_ratio += ls.clip_ratio / n_micro / cfg_.num_iterations;
     }
-    if (cfg_.max_grad_norm > 0) st.grad_norm = torch::nn::utils::clip_grad_norm_(params_, cfg_.max_grad_norm);
+    if (cfg_.max_grad_norm > 0) st.grad_norm = clip_grad_norm(params_, cfg_.max_grad_norm);
     double scale = 1;
     if (since_momentum_reset_ >= 0) {  // set only while AdamW has state (reset_momentum)
       const int64_t t = static_cast<torch::optim::AdamWParamState&>(*opt_->state().begin()->second).step() + 1;
@@ -310,7 +312,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
     }
     for (auto& g : opt_->param_groups())
       static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr * scale).weight_decay(cfg_.weight_decay / scale);
-    opt_->step();
+    fused_adamw_step(*opt_);
   }
   m_.training = false;
   return st;

@@ -7,6 +7,7 @@
 
 #include "../cuda_util.h"
 #include "../model/test_util.h"
+#include "optim_check.h"
 #include "grpo/loss.h"
 #include "grpo/trainer.h"
 #include "lora/lora.h"
@@ -153,4 +154,12 @@ TEST(CudaTrain, PolicyOptimizerStepMatchesCpu) {
   }
   EXPECT_LT(far / n, 0.01);
   EXPECT_LE(worst, 2 * 2e-3);
+}
+
+// The fused AdamW kernel and the multi-tensor clipping on the GPU against libtorch's
+// per-tensor AdamW and clip_grad_norm_ there.
+TEST(OptimCuda, FusedAdamWAndClippingMatchLibtorch) {
+  REQUIRE_GPU();
+  test::expect_fused_adamw_matches_libtorch(at::kCUDA, at::kFloat, 2e-6);
+  test::expect_clip_grad_norm_matches_libtorch(at::kCUDA);
 }

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "../model/test_util.h"
+#include "optim_check.h"
 #include "config/lora_config.h"
 #include "grpo/loss.h"
 #include "grpo/pretrain.h"
@@ -512,3 +513,12 @@ TEST(GrpoTrainer, FreshMomentumScaleByHand) {
   EXPECT_EQ(grpo::fresh_momentum_lr_scale(0.9, 10, 10), 1.0);
   EXPECT_EQ(grpo::fresh_momentum_lr_scale(0.9, 10, 0), 1.0);
 }
+
+// The optimizer step in few kernels (grpo/optim.h) against libtorch's per-tensor AdamW and
+// clip_grad_norm_.
+TEST(Optim, FusedAdamWMatchesLibtorchAdamW) {
+  test::expect_fused_adamw_matches_libtorch(at::kCPU, at::kFloat, 2e-6);
+  test::expect_fused_adamw_matches_libtorch(at::kCPU, at::kDouble, 1e-12);
+}
+
+TEST(Optim, ClipGradNormMatchesLibtorch) { test::expect_clip_grad_norm_matches_libtorch(at::kCPU); }
