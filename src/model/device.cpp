@@ -5,6 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <sys/resource.h>
 #include <torch/headeronly/version.h>
 
@@ -64,6 +65,16 @@ int64_t device_memory_bytes(const c10::Device& device) {
   if (!device.is_cuda()) return 0;
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+int64_t device_free_memory_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  c10::cuda::CUDAGuard guard(device.index());
+  size_t free = 0, total = 0;
+  C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return static_cast<int64_t>(free) + stats.reserved_bytes[all].current - stats.allocated_bytes[all].current;
 }
 
 int64_t peak_memory_bytes(const c10::Device& device) {

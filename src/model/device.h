@@ -34,6 +34,9 @@ c10::ScalarType resolve_dtype(const std::string& name, const c10::Device& device
 std::string device_label(const c10::Device& device);
 // Bytes the caching allocator holds on the device (0 on the CPU): the heartbeat's figure.
 int64_t device_memory_bytes(const c10::Device& device);
+// Bytes a new tensor could take on the GPU now: the driver's free memory plus what the caching
+// allocator holds unused (0 on the CPU).
+int64_t device_free_memory_bytes(const c10::Device& device);
 // The most bytes of tensors allocated at once on the GPU since the last reset (benchmarks:
 // what a step needs); on the CPU the process's peak resident set, which is never reset.
 int64_t peak_memory_bytes(const c10::Device& device);

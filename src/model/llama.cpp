@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "model/checkpoint.h"
+#include "model/device.h"
 #include "model/logprobs.h"
 #include "model/skinny_linear.h"
 #include "util/error.h"
@@ -178,6 +179,9 @@ torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
 
 torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets, double temperature,
                                     torch::Tensor* entropy) const {
+  if (hidden.is_cuda())  // see kChunkTokensCuda
+    return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokensCuda,
+                                  device_free_memory_bytes(hidden.device()) / 4, entropy);
   return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes,
                                 entropy);
 }

@@ -13,6 +13,9 @@ namespace brl::model {
 
 inline constexpr int64_t kKeepSoftmaxBytes = int64_t{1} << 30;
 inline constexpr int64_t kChunkTokens = 128;  // rows of logits per chunk when the softmax is not kept
+// On a GPU: chunks of 2048 rows (fewer launches, products wide enough for the tensor cores) and
+// the softmax kept when it fits a quarter of the device's free memory (Model::token_logprobs).
+inline constexpr int64_t kChunkTokensCuda = 2048;
 
 // hidden [..., C], weight [V, C], targets [...] int64 -> log softmax(hidden W^T / T)[target]
 // with shape [...]. Gradients flow to hidden and (when it requires grad) weight.
