@@ -46,7 +46,8 @@ inline void expect_fused_adamw_matches_libtorch(at::Device dev, at::ScalarType d
       ref[i].mutable_grad() = g.clone();
       ours[i].mutable_grad() = g.clone();
     }
-    for (auto* opt : {&a, &b}) static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[0].options()).lr(1e-2 * (1 + step));
+    for (auto* opt : {&a, &b})
+      static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[0].options()).lr(1e-2 * (1 + step));
     a.step();
     grpo::fused_adamw_step(b);
   }
