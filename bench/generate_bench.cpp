@@ -2,10 +2,12 @@
 // weights (the llama.cpp side of the comparison is tools/llamacpp's). Reports medians.
 //   generate_bench [--shape small|qwen2.5-0.5b] [--dtype f32|bf16] [--prompt 64]
 //                  [--new-tokens 32] [--group 8] [--repeats 3] [--threads N]
-//                  [--device cpu|cuda] [--prompts P]
+//                  [--device cpu|cuda] [--prompts P] [--lora-r R]
 // With --prompts (or on cuda), the rollout benchmark instead: generate() of P prompts x group
 // completions x new-tokens (sampling at T = 1, no stop token), in tokens/s; on cuda with the
-// decode steps replayed as CUDA graphs and run eagerly, side by side.
+// decode steps replayed as CUDA graphs and run eagerly, side by side. --lora-r R attaches a
+// LoRA adapter of rank R to all seven linear modules (random factors), as a GRPO worker
+// generates with its adapter on.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
@@ -22,6 +24,7 @@
 
 #include "generate/generate.h"
 #include "generate/sample_rows.h"
+#include "lora/lora.h"
 #include "model/threads.h"
 #include "model/loader.h"
 #include "bench_util.h"
@@ -104,7 +107,7 @@ int main(int argc, char** argv) {
   int64_t prompt = 64, new_tokens = 32, group = 8, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   std::string device = "cpu";
-  int64_t prompts = 0;
+  int64_t prompts = 0, lora_r = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--shape") shape = v;
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(v);
     else if (a == "--device") device = v;
     else if (a == "--prompts") prompts = std::stoll(v);
+    else if (a == "--lora-r") lora_r = std::stoll(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -127,6 +131,15 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "building random %s (%.0fM params, %s)...\n", shape.c_str(), cfg.num_parameters() / 1e6,
                dtype.c_str());
   auto m = model::random_model(cfg, 1, 0.02, dt, device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU));
+  if (lora_r > 0) {
+    LoraConfig lc;
+    lc.r = static_cast<int>(lora_r);
+    lc.lora_alpha = 2.0 * static_cast<double>(lora_r);
+    lc.target_modules = {"all-linear"};
+    lora::attach(m, lc);
+    for (auto& p : lora::parameters(m)) p.detach().normal_(0, 0.01);  // B is zero at init: give it a value
+    std::fprintf(stderr, "LoRA r=%lld on all linear modules\n", static_cast<long long>(lora_r));
+  }
   if (device == "cuda" && prompts == 0) prompts = 8;
   if (prompts > 0) return rollouts(m, device, dtype, prompts, group, prompt, new_tokens, repeats);
   c10::InferenceMode guard;

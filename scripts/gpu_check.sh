@@ -46,6 +46,8 @@ fi
 if has gen; then
   step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3
   step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 3
+  # As a worker generates: with its adapter on (r 16, all seven modules, applied on the fly).
+  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3 --lora-r 16
 fi
 if has hf_step; then
   step hf_step 90 "$PY" bench/hf_bench.py step --batch 8 --prompt 64 --completion 128 --repeats 5
