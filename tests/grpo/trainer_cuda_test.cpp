@@ -1,7 +1,8 @@
 // The GRPO step on the GPU against the CPU: the loss and every adapter gradient of one
 // micro-batch equal the CPU's in f32, stay within a stated tolerance with a bf16 base (adapter
 // in f32), and PolicyOptimizer's whole step (reference pass, micro-batches, clipping, AdamW)
-// runs on the GPU with the CPU's loss. Skips without a GPU.
+// runs on the GPU with the CPU's loss; the multi-tensor clipping and fused AdamW equal
+// libtorch's per-tensor ones there. Skips without a GPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

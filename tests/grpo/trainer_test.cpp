@@ -1,6 +1,7 @@
 // The GRPO step on a real (tiny) model: base stays bit-identical, the adapter moves, the
 // reference pass runs only with beta > 0, the loss gradient through the model matches
-// finite differences, and the optimizer state resumes.
+// finite differences, and the optimizer state resumes; the step's clipping and AdamW in
+// multi-tensor kernels (grpo/optim.h) equal libtorch's per-tensor clip_grad_norm_ and AdamW.
 #include "grpo/trainer.h"
 
 #include <gtest/gtest.h>
