@@ -24,9 +24,9 @@
 
 #include "generate/generate.h"
 #include "generate/sample_rows.h"
-#include "lora/lora.h"
 #include "model/threads.h"
 #include "model/loader.h"
+#include "bench_adapter.h"
 #include "bench_util.h"
 
 using namespace brl;
@@ -132,12 +132,7 @@ int main(int argc, char** argv) {
                dtype.c_str());
   auto m = model::random_model(cfg, 1, 0.02, dt, device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU));
   if (lora_r > 0) {
-    LoraConfig lc;
-    lc.r = static_cast<int>(lora_r);
-    lc.lora_alpha = 2.0 * static_cast<double>(lora_r);
-    lc.target_modules = {"all-linear"};
-    lora::attach(m, lc);
-    for (auto& p : lora::parameters(m)) p.detach().normal_(0, 0.01);  // B is zero at init: give it a value
+    bench::attach_random_adapter(m, lora_r);
     std::fprintf(stderr, "LoRA r=%lld on all linear modules\n", static_cast<long long>(lora_r));
   }
   if (device == "cuda" && prompts == 0) prompts = 8;

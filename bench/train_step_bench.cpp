@@ -24,10 +24,10 @@
 
 #include "grpo/pretrain.h"
 #include "grpo/trainer.h"
-#include "lora/lora.h"
 #include "model/device.h"
 #include "model/loader.h"
 #include "model/threads.h"
+#include "bench_adapter.h"
 #include "bench_util.h"
 
 using namespace brl;
@@ -117,13 +117,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "building random %s (%.0fM params), LoRA r=%lld on all linear modules...\n", shape.c_str(),
                cfg.num_parameters() / 1e6, static_cast<long long>(r));
   auto m = model::random_model(cfg, 1, 0.02, dt, dev);
-  LoraConfig lc;
-  lc.r = static_cast<int>(r);
-  lc.lora_alpha = 2.0 * static_cast<double>(r);
-  lc.target_modules = {"all-linear"};
-  lora::attach(m, lc);
-  for (auto& p : lora::parameters(m)) p.detach().normal_(0, 0.01);  // B is zero at init: give it a value
-  m.to(dev);
+  bench::attach_random_adapter(m, r);  // on the model's device
   grpo::GrpoConfig g;
   g.num_generations = 8;
   g.max_completion_length = static_cast<int>(completion);
