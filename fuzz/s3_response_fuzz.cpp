@@ -43,10 +43,9 @@ void listing(const std::string& in) {
     __builtin_trap();
   for (size_t i = 0; i < page.objects.size(); ++i) {
     const auto &a = page.objects[i], &b = back.value().objects[i];
-    // An ETag that was "\"x\"" inside its quotes loses one quote pair per parse: compare what we wrote.
-    std::string etag = a.etag;
-    if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-    if (a.key != b.key || a.size != b.size || etag != b.etag) __builtin_trap();
+    // We wrote the ETag inside one pair of quotes and the parser strips one pair, so it comes back
+    // as parsed, quotes of its own included (seed list_etag_in_two_quote_pairs).
+    if (a.key != b.key || a.size != b.size || a.etag != b.etag) __builtin_trap();
   }
 }
 
