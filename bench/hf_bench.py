@@ -7,10 +7,11 @@ bench/generate_bench and bench/train_step_bench, random weights:
       transformers `generate` (sampling at T = 1, eager, every sequence new-tokens long):
       tokens/s.
   hf_bench.py step [--shape qwen2.5-0.5b] [--batch 8] [--prompt 64] [--completion 128]
-                   [--r 16] [--repeats 3] [--device cuda] [--dtype bf16]
+                   [--r 16] [--repeats 3] [--device cuda] [--dtype bf16] [--profile T.json]
       PEFT LoRA r on every linear module: log-probabilities of the completion tokens (logits
       of those positions only, log-softmax over the vocabulary in f32), the clipped GRPO
-      objective, backward, gradient clipping, AdamW on the adapter: seconds per step.
+      objective, backward, gradient clipping, AdamW on the adapter: seconds per step. --profile
+      writes a trace of one more step (bench/trace_summary.py puts it beside ours).
 
 Prints one JSON line. Run with the GPU machine's python (torch, transformers, peft there) or
 .venv/bin/python here (CPU, small shapes).
@@ -27,6 +28,10 @@ import transformers
 SHAPES = {
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                  intermediate_size=112, vocab_size=256),
+    # The 0.5B's 24 layers at tiny widths: the step's host-side cost (Python, dispatch,
+    # autograd, launches) with next to no arithmetic.
+    "thin24": dict(hidden_size=64, num_hidden_layers=24, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=128, vocab_size=256),
     "small": dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
                   intermediate_size=1408, vocab_size=151936),
     "qwen2.5-0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
@@ -122,6 +127,14 @@ def bench_step(a, dtype):
         sync(a.device)
         times.append(time.perf_counter() - t0)
     sec = statistics.median(times)
+    if a.profile:  # one more step under torch.profiler: host ops, and on a GPU kernels and copies
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if a.device.startswith("cuda"):
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+            step()
+            sync(a.device)
+        prof.export_chrome_trace(a.profile)
     return {"impl": "peft", "torch": torch.__version__, "peft": peft.__version__, "device": a.device, "dtype": a.dtype,
             "shape": a.shape, "batch": a.batch, "prompt": a.prompt, "completion": a.completion, "r": a.r,
             "step_seconds": sec, "tokens_per_second": a.batch * L / sec,
@@ -144,6 +157,7 @@ def main():
     p.add_argument("--r", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--profile", default="", help="step: write a chrome trace of one more step here")
     a = p.parse_args()
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     out = bench_generate(a, dtype) if a.what == "generate" else bench_step(a, dtype)

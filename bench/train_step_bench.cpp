@@ -3,21 +3,23 @@
 // fraction of this machine's F32 GEMM ceiling (a 2048^2 matrix product, measured in the same
 // run) that the step's FLOPs reach. bench/train_step_torch.py is the same step in PyTorch;
 // bench/train_step_compare.sh runs both side by side. Reports medians.
-//   train_step_bench [--shape demo|small|qwen2.5-0.5b] [--batch N] [--prompt Lp]
+//   train_step_bench [--shape demo|small|thin24|qwen2.5-0.5b|...] [--batch N] [--prompt Lp]
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 //                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
 //                    [--gradient-checkpointing]
 // On cuda the ceiling is the GPU's matrix product in the step's dtype (8192^2), and the base is
-// moved there in that dtype with the adapter in f32.
+// moved there in that dtype with the adapter in f32. --profile writes a Kineto trace of one more
+// step (host ops; kernels and copies on a GPU): bench/trace_summary.py sets it beside PEFT's.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,9 +152,16 @@ int main(int argc, char** argv) {
   model::reset_peak_memory(dev);
   po.optimize(pb, 1e-6);  // warm-up (allocator, OpenBLAS buffers)
   for (int64_t i = 0; i < repeats; ++i) t.push_back(bench::seconds_of([&] { loss = po.optimize(pb, 1e-6).loss; }));
-  if (!profile.empty()) {
-    torch::autograd::profiler::RecordProfile guard(profile);
+  if (!profile.empty()) {  // Kineto: host ops, and on a GPU its kernels and memory copies
+    namespace tp = torch::profiler::impl;
+    std::set<tp::ActivityType> acts{tp::ActivityType::CPU};
+    if (dev.is_cuda()) acts.insert(tp::ActivityType::CUDA);
+    const tp::ProfilerConfig pc(tp::ProfilerState::KINETO, /*report_input_shapes=*/true);
+    torch::autograd::profiler::prepareProfiler(pc, acts);
+    torch::autograd::profiler::enableProfiler(pc, acts);
     po.optimize(pb, 1e-6);
+    sync();
+    torch::autograd::profiler::disableProfiler()->save(profile);
   }
   const double peak_gb = static_cast<double>(model::peak_memory_bytes(dev)) / 1e9;
   const double sec = bench::median(t), tokens = static_cast<double>(batch * (prompt + completion));

@@ -5,14 +5,14 @@
 # with GPU workers. Each step has its own time limit; a failed step does not stop the later
 # ones. $OUT gets all.log, build.log and the demo's logs (demo-logs.tgz). From here:
 #   run(command="scripts/gpu_check.sh", carry=[".cache/gpu-debs"], timeout_s=560)
-# GPU_CHECK_STEPS picks steps (default: build tests train gen hf_step hf_gen demo; also big (1.5B
-# and 7B shapes), nsys, hf_gen64)
+# GPU_CHECK_STEPS picks steps (default: build tests train gen hf_step prof hf_gen demo; also big
+# (1.5B and 7B shapes), nsys, hf_gen64)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 PY=${BRL_PYTHON:-/opt/torch/.venv/bin/python3}
-STEPS=${GPU_CHECK_STEPS:-build tests train gen hf_step hf_gen demo}
+STEPS=${GPU_CHECK_STEPS:-build tests train gen hf_step prof hf_gen demo}
 B=build-gpu
 export LD_LIBRARY_PATH=/tmp/brl-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
@@ -52,6 +52,21 @@ fi
 if has hf_step; then
   step hf_step 90 "$PY" bench/hf_bench.py step --batch 8 --prompt 64 --completion 128 --repeats 5
   step hf_step 90 "$PY" bench/hf_bench.py step --batch 64 --prompt 64 --completion 256 --repeats 5
+  # The 0.5B's 24 layers at tiny widths: what a step costs the host (dispatch, autograd, launches).
+  step hf_step 60 $B/train_step_bench --shape thin24 --device cuda --dtype bf16 --batch 8 --prompt 64 --completion 128 --repeats 5 --json
+  step hf_step 60 "$PY" bench/hf_bench.py step --shape thin24 --batch 8 --prompt 64 --completion 128 --repeats 5
+fi
+if has prof; then
+  # One step of each side under the profiler (Kineto: host ops, kernels, copies), side by side:
+  # where the GPU time goes and how much of the step it idles waiting for the host.
+  for bc in "8 128" "64 256"; do
+    read -r n c <<<"$bc"
+    step prof 90 $B/train_step_bench "${SHAPE[@]}" --batch $n --prompt 64 --completion $c --repeats 1 --profile /tmp/ours-$n.json
+    step prof 90 "$PY" bench/hf_bench.py step --batch $n --prompt 64 --completion $c --repeats 1 --profile /tmp/peft-$n.json
+    step prof 60 "$PY" bench/trace_summary.py ours=/tmp/ours-$n.json peft=/tmp/peft-$n.json --top 20
+    gzip -c /tmp/ours-$n.json >"$OUT/ours-$n.json.gz"
+    gzip -c /tmp/peft-$n.json >"$OUT/peft-$n.json.gz"
+  done
 fi
 if has hf_gen; then
   step hf_gen 90 "$PY" bench/hf_bench.py generate --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1

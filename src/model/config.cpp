@@ -192,6 +192,9 @@ ModelConfig named_shape(const std::string& name) {
   } else if (name == "tiny") {
     c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
     c.num_key_value_heads = 2, c.intermediate_size = 128, c.vocab_size = 256;
+  } else if (name == "thin24") {  // the 0.5B's 24 layers at tiny widths: a step's host-side cost
+    c.hidden_size = 64, c.num_hidden_layers = 24, c.num_attention_heads = 4;
+    c.num_key_value_heads = 2, c.intermediate_size = 128, c.vocab_size = 256;
   } else {
     std::string s;
     for (auto& n : named_shapes()) s += (s.empty() ? "" : ", ") + n;
@@ -202,6 +205,8 @@ ModelConfig named_shape(const std::string& name) {
   return c;
 }
 
-std::vector<std::string> named_shapes() { return {"qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "small", "tiny"}; }
+std::vector<std::string> named_shapes() {
+  return {"qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "small", "tiny", "thin24"};
+}
 
 }  // namespace brl::model

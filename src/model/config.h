@@ -45,7 +45,8 @@ struct ModelConfig {
   static ModelConfig from_file(const std::string& path);
 };
 
-// Named shapes for tests and benches ("qwen2.5-0.5b", "small", "tiny").
+// Named shapes for tests and benches ("qwen2.5-0.5b", "small", "tiny"; "thin24" is the
+// 0.5B's layer count at tiny widths, so a step there costs mostly dispatch and launches).
 ModelConfig named_shape(const std::string& name);
 std::vector<std::string> named_shapes();
 
