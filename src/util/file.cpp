@@ -1,5 +1,9 @@
 #include "util/file.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,5 +28,26 @@ void write_file(const std::string& path, std::string_view bytes) {
     throw UserError("cannot write " + path + ": " + std::strerror(err), "check free space and permissions");
   }
 }
+
+FileLock::FileLock(const std::string& path, void (*waiting)(const std::string& path)) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw UserError("cannot open the lock file " + path + ": " + std::strerror(errno),
+                    "check the folder exists and is writable");
+  int rc = ::flock(fd_, LOCK_EX | LOCK_NB);
+  if (rc != 0 && errno == EWOULDBLOCK) {
+    if (waiting) waiting(path);
+    while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+  }
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw UserError("cannot lock " + path + ": " + std::strerror(err),
+                    "the file system may not support locks (flock); use a local cache folder");
+  }
+}
+
+FileLock::~FileLock() { ::close(fd_); }  // closing the last descriptor releases the lock
 
 }  // namespace brl

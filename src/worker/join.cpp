@@ -42,6 +42,12 @@ void fetch_verified(store::ObjectStore& s, const std::string& key, const std::st
   }
   fs::rename(tmp, path);
 }
+// The cache's copy of a base is whole when its marker names the base's sha256.
+bool base_complete(const fs::path& dir, const std::string& sha) {
+  std::ifstream f(dir / ".complete");
+  std::string got;
+  return f >> got && got == sha;
+}
 }  // namespace
 
 RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, const std::string& cache_root) {
@@ -64,15 +70,18 @@ RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, c
 
 std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& run, std::string cache_root) {
   cache_root = cache_root_dir(cache_root);
-  fs::path dir = fs::path(cache_root) / run.base_sha256.substr(0, 16);
-  fs::path done = dir / ".complete";
-  if (fs::exists(done)) {
-    std::ifstream f(done);
-    std::string sha;
-    f >> sha;
-    if (sha == run.base_sha256) return dir.string();
-  }
-  fs::path tmp = fs::path(cache_root) / (".tmp-" + run.base_sha256.substr(0, 16) + "-" + std::to_string(getpid()));
+  const std::string id = run.base_sha256.substr(0, 16);
+  const fs::path dir = fs::path(cache_root) / id;
+  if (base_complete(dir, run.base_sha256)) return dir.string();
+  fs::create_directories(cache_root);
+  // One download per cache: workers started together wait for the first one's copy instead of
+  // each fetching the base, and none can replace a copy another is already reading. The kernel
+  // drops a dead process's lock, so a download killed halfway stalls no one.
+  FileLock lock((fs::path(cache_root) / (".lock-" + id)).string(), [](const std::string&) {
+    LOG_INFO("waiting for another process's download of the base model into the same cache");
+  });
+  if (base_complete(dir, run.base_sha256)) return dir.string();  // placed while we waited
+  fs::path tmp = fs::path(cache_root) / (".tmp-" + id + "-" + std::to_string(getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   ProgressOptions po;
@@ -87,19 +96,17 @@ std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& ru
   }
   bar.finish(std::to_string(run.base_files.size()) + " files");
   write_file((tmp / ".complete").string(), run.base_sha256 + "\n");
+  // A copy without the marker is one a killed download of an older version left (copies are
+  // placed whole, by rename): no one reads it.
+  fs::remove_all(dir);
   std::error_code ec;
-  if (fs::exists(done)) {  // another process finished while we downloaded
-    fs::remove_all(tmp);
-    return dir.string();
-  }
-  fs::remove_all(dir, ec);  // an incomplete copy
   fs::rename(tmp, dir, ec);
-  if (ec) {  // another process finished first: use its copy
+  if (ec) {
     fs::remove_all(tmp);
-    if (!fs::exists(done))
-      throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message());
+    throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message(),
+                    "check the cache folder's permissions and free space (--cache-dir, $BUCKETRL_CACHE)");
   }
-  LOG_INFO("base model {} cached in {}", run.base_sha256.substr(0, 16), dir.string());
+  LOG_INFO("base model {} cached in {}", id, dir.string());
   return dir.string();
 }
 

@@ -19,7 +19,8 @@ RunConfig join_run(store::ObjectStore& s, const protocol::RunDescription& run, c
 std::string cache_root_dir(std::string cache_root);
 
 // The base model of `run` in cache_root_dir(cache_root)/<sha256[:16]>/ (downloaded and
-// verified file by file when absent; concurrent callers are safe).
+// verified file by file when absent). Concurrent callers share one download: the others wait
+// on a lock file in the cache (released by the kernel if its holder dies) and use its copy.
 std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& run, std::string cache_root = "");
 
 }  // namespace brl::worker

@@ -101,6 +101,9 @@ TEST(WorkerDiskFull, FailedUploadsKeepTheProgressForTheNextOne) {
   // Full at the stop: its upload fails, is retried, and lands once space is back.
   test::fill_disk(r.filler);
   const int failed = r.failed_uploads();
+  // Steps after the last upload that landed, so the stop has some to upload (a stop right after
+  // the recovery upload had none: the worker trains ~100 steps/s here, and no upload lands now).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(r.worker.pid, SIGTERM);
   ASSERT_TRUE(wait_until([&] { return r.failed_uploads() > failed; }, 30)) << test::read_text(r.log);
   fs::remove(r.filler);
