@@ -184,7 +184,7 @@ cli::RunFn setup_run(CLI::App& app) {
   app.add_option("--device", device,
                  "where the workers and the evaluator run: "
                  "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
-                 " (sets model.device)");
+                 " (sets model.device); on several GPUs, auto and cuda give them one each in turn");
   return [] {
     if (barrier) sets.push_back("sync.mode=sync");
     if (!device.empty()) sets.push_back("model.device=" + device);

@@ -78,7 +78,7 @@ brl::cli::RunFn setup_demo(CLI::App& app) {
   app.add_option("--device", device,
                  "where GRPO runs (the base is pretrained on the CPU): "
                  "cpu | cuda | cuda:N | auto (a GPU when this machine has one)"
-                 " (sets model.device)");
+                 " (sets model.device); on several GPUs, auto and cuda give the workers one each in turn");
   o.http = brl::obs::kDefaultProxyHttp;
   app.add_option("--http", o.http, "the proxy's live dashboard on ADDR:PORT (off: none)")->capture_default_str();
   return [=] {

@@ -14,6 +14,7 @@
 
 #include "launch/run_setup.h"
 #include "lora/lora.h"
+#include "model/device.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
 #include "util/clock.h"
@@ -145,6 +146,11 @@ double TargetWindow::mean() const {
   return last_.empty() ? 0 : sum / static_cast<double>(last_.size());
 }
 
+std::string spread_device(const std::string& device, int gpus, int index) {
+  if ((device != "auto" && device != "cuda") || gpus < 2) return "";
+  return "cuda:" + std::to_string(index % gpus);
+}
+
 LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop) {
   auto t0 = Clock::now();
   const int64_t t0_ms = protocol::now_ms();
@@ -176,6 +182,14 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
                                     "BRL_PROGRESS=lines"};
   };
 
+  // GPUs are counted only where the device could be spread: a CPU run never touches CUDA.
+  const bool spreadable = !spread_device(cfg.model.device, 2, 0).empty();
+  const int gpus = spreadable ? static_cast<int>(model::cuda_devices().size()) : 0;
+  auto on_device = [&](Child& c, int index) {
+    if (auto d = spread_device(cfg.model.device, gpus, index); !d.empty()) c.args.insert(c.args.end(), {"--device", d});
+  };
+  if (gpus > 1) LOG_INFO("run: {} GPUs: worker i on cuda:(i mod {}), the evaluator after the last worker", gpus, gpus);
+
   std::vector<Child> kids;
   kids.push_back({"proxy", (fs::path(logs) / "proxy.log").string(), {"proxy", "--bucket", sum.bucket}, threads_env(1)});
   if (!opt.http.empty()) kids.back().args.insert(kids.back().args.end(), {"--http", opt.http});
@@ -189,14 +203,17 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
     if (i < static_cast<int>(opt.slowdown.size()) && opt.slowdown[i] != 1)
       c.args.insert(c.args.end(), {"--slowdown", std::to_string(opt.slowdown[i])});
     if (cfg.grpo.max_steps > 0) c.args.insert(c.args.end(), {"--max-steps", std::to_string(cfg.grpo.max_steps)});
+    on_device(c, i);
     kids.push_back(c);
   }
-  if (opt.evaluator)
+  if (opt.evaluator) {
     kids.push_back({"evaluator",
                     (fs::path(logs) / "evaluator.log").string(),
                     {"evaluator", "--bucket", sum.bucket, "--cache-dir", cache, "--threads", "1", "--min-interval",
                      std::to_string(opt.eval_interval_s)},
                     threads_env(1)});
+    on_device(kids.back(), opt.workers);
+  }
   for (auto& c : kids) spawn(exe, c);
   LOG_INFO("run: proxy, {} workers ({} threads each){}; bucket {}; logs in {}", opt.workers, per_worker,
            opt.evaluator ? " and an evaluator" : "", sum.bucket, logs);

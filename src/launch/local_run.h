@@ -60,6 +60,12 @@ class TargetWindow {
 
 LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::atomic<bool>& stop);
 
+// The --device of child `index` (workers 0..N-1, then the evaluator as N) on a machine with
+// `gpus` GPUs: when model.device names no particular one ("auto", "cuda") and there are two or
+// more, one GPU each in turn ("cuda:K", K = index mod gpus), rather than all on the first;
+// otherwise "" (each child resolves model.device itself).
+std::string spread_device(const std::string& device, int gpus, int index);
+
 // Writes global version `version` (-1 = newest) of the run at `bucket` as a PEFT folder.
 std::string export_adapter(const std::string& bucket, int64_t version, const std::string& dir);
 
