@@ -50,6 +50,10 @@ struct GrpoConfig {
   // transformers' gradient_checkpointing: keep each decoder layer's input, not its
   // activations, and recompute the layer in backward (model/checkpoint.h).
   bool gradient_checkpointing = false;
+  // transformers' auto_find_batch_size: when a micro-batch runs out of memory, halve
+  // per_device_train_batch_size for the training pass and retry it (the generation batch, and
+  // so the prompts per step, stay). A worker on a smaller GPU then trains instead of crashing.
+  bool auto_find_batch_size = true;
   LrSchedulerType lr_scheduler_type = LrSchedulerType::linear;
   double warmup_ratio = 0.0;
   int max_steps = 100;

@@ -9,10 +9,12 @@
 #include "grpo/loss.h"
 #include "grpo/optim.h"
 #include "lora/lora.h"
+#include "model/device.h"
 #include "model/tensor_io.h"
 #include "tasks/rewards.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/safetensors.h"
 
 namespace brl::grpo {
@@ -132,7 +134,8 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
   return r;
 }
 
-PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg) : m_(m), cfg_(cfg) {
+PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg)
+    : m_(m), cfg_(cfg), mb_(cfg.per_device_train_batch_size) {
   cfg_.validate();
   m_.set_requires_grad(false);  // the base stays frozen and shared
   params_ = lora::parameters(m_);
@@ -247,20 +250,30 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   const int64_t N = b.ids.size(0);
   const auto idx = torch::TensorOptions().dtype(torch::kLong).device(dev);
 
-  // Reference log-probs (adapter off), only when the KL term is on.
+  // Reference log-probs (adapter off), only when the KL term is on; in micro-batches, as the
+  // training pass (one pass over all rows held all their activations at once).
   at::Tensor ref_lp;
   if (cfg_.beta > 0) {
-    torch::NoGradGuard ng;
-    m_.adapters_enabled = false;
-    ref_lp = completion_logprobs(m_, b, torch::arange(N, idx), cfg_.temperature);
-    m_.adapters_enabled = true;
+    with_micro_batch("reference pass", [&](int64_t mb) {
+      torch::NoGradGuard ng;
+      m_.adapters_enabled = false;
+      std::vector<at::Tensor> parts;
+      try {
+        for (int64_t s = 0; s < N; s += mb)
+          parts.push_back(completion_logprobs(m_, b, torch::arange(s, std::min(N, s + mb), idx), cfg_.temperature));
+      } catch (...) {
+        m_.adapters_enabled = true;
+        throw;
+      }
+      m_.adapters_enabled = true;
+      ref_lp = parts.size() == 1 ? parts[0] : at::cat(parts);
+    });
     ++ref_passes_;
   }
 
   // num_iterations passes over micro-batches; one optimizer step per pass.
   m_.training = true;
   m_.gradient_checkpointing = cfg_.gradient_checkpointing;
-  const int64_t mb = cfg_.per_device_train_batch_size;
   const double total_tokens = std::max(1.0, b.completion_mask.sum().item<double>());
   LossOptions lo;
   lo.loss_type = cfg_.loss_type;
@@ -280,29 +293,37 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   lo.top_entropy_quantile = cfg_.top_entropy_quantile;
   lo.max_completion_length = cfg_.max_completion_length;
   lo.num_items_in_batch = total_tokens;
-  const int64_t n_micro = (N + mb - 1) / mb;
   PolicyStats st;
   for (int it = 0; it < cfg_.num_iterations; ++it) {
-    opt_->zero_grad();
-    for (int64_t s = 0; s < N; s += mb) {
-      at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
-      LossInputs in;
-      in.logps =
-          completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
-      in.old_logps = b.old_logps.index_select(0, rows);
-      if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
-      in.advantages = b.advantages.index_select(0, rows);
-      in.mask = b.completion_mask.index_select(0, rows);
-      LossStats ls;
-      at::Tensor loss = grpo_loss(in, lo, &ls);
-      // dapo and cispo are already normalised by the whole batch's tokens; the others average micro-batches.
-      const double parts = normalizes_by_batch_tokens(cfg_.loss_type) ? 1.0 : static_cast<double>(n_micro);
-      if (parts != 1.0) loss = loss / parts;
-      loss.backward();
-      st.loss += ls.loss / parts / cfg_.num_iterations;  // read with the statistics: no wait of its own
-      st.kl += ls.kl / n_micro / cfg_.num_iterations;
-      st.clip_ratio += ls.clip_ratio / n_micro / cfg_.num_iterations;
-    }
+    // This pass's gradients and statistics, kept only when every micro-batch fitted.
+    PolicyStats pass;
+    with_micro_batch("training pass", [&](int64_t mb) {
+      opt_->zero_grad();
+      pass = PolicyStats{};
+      const int64_t n_micro = (N + mb - 1) / mb;
+      for (int64_t s = 0; s < N; s += mb) {
+        at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
+        LossInputs in;
+        in.logps =
+            completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
+        in.old_logps = b.old_logps.index_select(0, rows);
+        if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
+        in.advantages = b.advantages.index_select(0, rows);
+        in.mask = b.completion_mask.index_select(0, rows);
+        LossStats ls;
+        at::Tensor loss = grpo_loss(in, lo, &ls);
+        // dapo and cispo are already normalised by the whole batch's tokens; the others average micro-batches.
+        const double parts = normalizes_by_batch_tokens(cfg_.loss_type) ? 1.0 : static_cast<double>(n_micro);
+        if (parts != 1.0) loss = loss / parts;
+        loss.backward();
+        pass.loss += ls.loss / parts;  // read with the statistics: no wait of its own
+        pass.kl += ls.kl / n_micro;
+        pass.clip_ratio += ls.clip_ratio / n_micro;
+      }
+    });
+    st.loss += pass.loss / cfg_.num_iterations;
+    st.kl += pass.kl / cfg_.num_iterations;
+    st.clip_ratio += pass.clip_ratio / cfg_.num_iterations;
     if (cfg_.max_grad_norm > 0) st.grad_norm = clip_grad_norm(params_, cfg_.max_grad_norm);
     double scale = 1;
     if (since_momentum_reset_ >= 0) {  // set only while AdamW has state (reset_momentum)
@@ -316,6 +337,34 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   }
   m_.training = false;
   return st;
+}
+
+void PolicyOptimizer::with_micro_batch(const char* what, const std::function<void(int64_t)>& pass) {
+  for (;;) {
+    try {
+      pass(mb_);
+      return;
+    } catch (const c10::Error& e) {
+      if (!model::is_out_of_memory(e)) throw;
+      opt_->zero_grad();  // what the failed pass accumulated
+      model::release_cached_memory(m_.device());
+      const std::string where = fmt::format("out of memory on {} in the GRPO step's {} at {} sequences per micro-batch",
+                                            model::device_label(m_.device()), what, mb_);
+      if (!cfg_.auto_find_batch_size)
+        throw UserError(where,
+                        "lower grpo.per_device_train_batch_size, set grpo.auto_find_batch_size = true, or set "
+                        "grpo.gradient_checkpointing = true");
+      if (mb_ == 1)
+        throw UserError(where,
+                        "set grpo.gradient_checkpointing = true, lower grpo.max_completion_length, or use a "
+                        "device with more memory");
+      mb_ = (mb_ + 1) / 2;
+      LOG_WARN(
+          "{}: retrying at {} (grpo.auto_find_batch_size; per_device_train_batch_size = {} or "
+          "gradient_checkpointing = true start there)",
+          where, mb_, mb_);
+    }
+  }
 }
 
 GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard,

@@ -6,6 +6,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +114,9 @@ class PolicyOptimizer {
   PolicyStats optimize(const PolicyBatch& b, double lr);
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
+  // Sequences per training micro-batch: per_device_train_batch_size, or less once a
+  // micro-batch ran out of memory (auto_find_batch_size).
+  int64_t micro_batch_size() const { return mb_; }
   void reset_state();  // AdamW's moments and step count back to a fresh optimizer's
   // The first moment only: the second moment and step count stay, and the first moment's bias
   // correction restarts, as Adam's does for a moment that starts at zero (see
@@ -133,6 +137,10 @@ class PolicyOptimizer {
   std::unique_ptr<torch::optim::AdamW> opt_;
   int64_t ref_passes_ = 0;
   int64_t since_momentum_reset_ = -1;  // optimizer steps since reset_momentum(); -1: never
+  int64_t mb_;                         // micro_batch_size()
+  // Runs pass(micro-batch size); on running out of memory, halves the size and runs it again
+  // (auto_find_batch_size), else throws UserError naming the fix. `what` names the pass.
+  void with_micro_batch(const char* what, const std::function<void(int64_t)>& pass);
 };
 
 // AdamW divides its first moment by 1 - beta1^t, t counting every step, so once t is large a

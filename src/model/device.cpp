@@ -91,6 +91,17 @@ void reset_peak_memory(const c10::Device& device) {
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 }
 
+bool is_out_of_memory(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  const std::string& m = e.msg();
+  return m.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
+         m.find("DefaultCPUAllocator: not enough memory") != std::string::npos;
+}
+
+void release_cached_memory(const c10::Device& device) {
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
 std::string describe_compute() {
   std::string s = "libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                   std::to_string(TORCH_VERSION_PATCH);

@@ -5,6 +5,7 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <string>
@@ -41,6 +42,13 @@ int64_t device_free_memory_bytes(const c10::Device& device);
 // what a step needs); on the CPU the process's peak resident set, which is never reset.
 int64_t peak_memory_bytes(const c10::Device& device);
 void reset_peak_memory(const c10::Device& device);
+
+// An allocation failure: CUDA's (c10::OutOfMemoryError) or the CPU allocator's (a plain
+// c10::Error; under a memory limit such as RLIMIT_AS), as opposed to any other error.
+bool is_out_of_memory(const c10::Error& e);
+// Hands the caching allocator's unused blocks back to the GPU (after an out-of-memory error,
+// so a retry with less finds whole free memory rather than fragments); nothing on the CPU.
+void release_cached_memory(const c10::Device& device);
 
 // One line for logs and `bucketrl version`: libtorch's version and build, the CPU threads,
 // and each GPU (or why there is none).
