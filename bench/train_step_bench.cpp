@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
   g.num_generations = 8;
   g.max_completion_length = static_cast<int>(completion);
   g.per_device_train_batch_size = static_cast<int>(batch);  // one micro-batch, as the PyTorch side
+  // (smaller after running out of memory, auto_find_batch_size: the output says so)
   g.beta = 0;
   g.num_iterations = 1;
   g.loss_type = grpo::LossType::grpo;
@@ -172,19 +173,23 @@ int main(int argc, char** argv) {
         "\"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
         "\"r\": %lld, \"threads\": %d, \"step_seconds\": %.4f, \"tokens_per_second\": %.1f, \"step_gflop\": %.2f, "
         "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f, "
-        "\"gradient_checkpointing\": %s, \"peak_memory_gb\": %.3f}\n",
+        "\"gradient_checkpointing\": %s, \"micro_batch\": %lld, \"peak_memory_gb\": %.3f}\n",
         device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(cfg.num_parameters()),
         static_cast<long long>(batch), static_cast<long long>(prompt), static_cast<long long>(completion),
         static_cast<long long>(r), threads, sec, tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9,
-        flops / sec / ceiling, loss, ckpt ? "true" : "false", peak_gb);
+        flops / sec / ceiling, loss, ckpt ? "true" : "false", static_cast<long long>(po.micro_batch_size()), peak_gb);
   } else {
     std::printf(
         "%s %s %s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
-        "%.0f %% of the %.0f GFLOP/s GEMM ceiling; peak memory %.2f GB (%s)%s\n",
+        "%.0f %% of the %.0f GFLOP/s GEMM ceiling; peak memory %.2f GB (%s)%s%s\n",
         device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(batch),
         static_cast<long long>(prompt + completion), sec, static_cast<long long>(repeats), tokens / sec, flops / 1e9,
         flops / sec / 1e9, 100 * flops / sec / ceiling, ceiling / 1e9, peak_gb,
-        dev.is_cuda() ? "tensors allocated" : "process resident set", ckpt ? ", gradient checkpointing" : "");
+        dev.is_cuda() ? "tensors allocated" : "process resident set", ckpt ? ", gradient checkpointing" : "",
+        po.micro_batch_size() < batch ? (", out of memory at " + std::to_string(batch) + " rows: micro-batches of " +
+                                         std::to_string(po.micro_batch_size()))
+                                            .c_str()
+                                      : "");
   }
   return 0;
 }
