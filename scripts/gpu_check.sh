@@ -5,14 +5,15 @@
 # with GPU workers. Each step has its own time limit; a failed step does not stop the later
 # ones. $OUT gets all.log, build.log and the demo's logs (demo-logs.tgz). From here:
 #   run(command="scripts/gpu_check.sh", carry=[".cache/gpu-debs"], timeout_s=560)
-# GPU_CHECK_STEPS picks steps (default: build tests train gen hf_step prof hf_gen demo; also big
-# (1.5B and 7B shapes), nsys, hf_gen64)
+# GPU_CHECK_STEPS picks steps (default, in this order: build tests train hf_step prof demo gen
+# hf_gen: issue 17's first, so a call cut short loses the rollouts; also big (1.5B and 7B
+# shapes), nsys, hf_gen64)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 PY=${BRL_PYTHON:-/opt/torch/.venv/bin/python3}
-STEPS=${GPU_CHECK_STEPS:-build tests train gen hf_step prof hf_gen demo}
+STEPS=${GPU_CHECK_STEPS:-build tests train hf_step prof demo gen hf_gen}
 B=build-gpu
 export LD_LIBRARY_PATH=/tmp/brl-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
@@ -43,12 +44,6 @@ if has train; then
   step train 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 5 --json
   step train 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json --gradient-checkpointing
 fi
-if has gen; then
-  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3
-  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 3
-  # As a worker generates: with its adapter on (r 16, all seven modules, applied on the fly).
-  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3 --lora-r 16
-fi
 if has hf_step; then
   step hf_step 90 "$PY" bench/hf_bench.py step --batch 8 --prompt 64 --completion 128 --repeats 5
   step hf_step 90 "$PY" bench/hf_bench.py step --batch 64 --prompt 64 --completion 256 --repeats 5
@@ -68,14 +63,20 @@ if has prof; then
     gzip -c /tmp/peft-$n.json >"$OUT/peft-$n.json.gz"
   done
 fi
-if has hf_gen; then
-  step hf_gen 90 "$PY" bench/hf_bench.py generate --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1
-fi
 if has demo; then
   # The demo's recipe with two GPU workers and a GPU evaluator over a directory bucket; the
   # base is pretrained on the CPU. Exit 0 = target reached and `bucketrl verify` ok.
   step demo 170 $B/bucketrl demo --device cuda --workers 2 --time-limit 150 --out /tmp/brl-demo --http off
   tar czf "$OUT/demo-logs.tgz" -C /tmp/brl-demo --exclude='*.safetensors' --exclude=bucket . 2>/dev/null || true
+fi
+if has gen; then
+  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3
+  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 3
+  # As a worker generates: with its adapter on (r 16, all seven modules, applied on the fly).
+  step gen 120 $B/generate_bench "${SHAPE[@]}" --prompts 8 --group 8 --prompt 64 --new-tokens 256 --repeats 3 --lora-r 16
+fi
+if has hf_gen; then
+  step hf_gen 90 "$PY" bench/hf_bench.py generate --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1
 fi
 if has big; then
   # Issue 16/17's larger shapes, ours and Hugging Face's (weights drawn on the GPU).
