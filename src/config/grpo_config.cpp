@@ -30,7 +30,7 @@ ConfigTable GrpoConfig::table() {
       .add("gradient_checkpointing", &gradient_checkpointing,
            "recompute each decoder layer in backward instead of keeping its activations")
       .add("auto_find_batch_size", &auto_find_batch_size,
-           "on running out of memory, halve the training micro-batch and retry (not the generation batch)")
+           "on running out of memory, halve the training micro-batch, or the prompts generated at once, and retry")
       .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")
       .add("warmup_ratio", &warmup_ratio, "fraction of max_steps spent warming up")
       .add("max_steps", &max_steps, "optimizer steps")

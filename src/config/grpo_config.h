@@ -50,9 +50,9 @@ struct GrpoConfig {
   // transformers' gradient_checkpointing: keep each decoder layer's input, not its
   // activations, and recompute the layer in backward (model/checkpoint.h).
   bool gradient_checkpointing = false;
-  // transformers' auto_find_batch_size: when a micro-batch runs out of memory, halve
-  // per_device_train_batch_size for the training pass and retry it (the generation batch, and
-  // so the prompts per step, stay). A worker on a smaller GPU then trains instead of crashing.
+  // transformers' auto_find_batch_size: when a training micro-batch runs out of memory, halve
+  // it and retry; when generation does, generate the step's prompts in halves. The prompts and
+  // completions per step stay. A worker on a smaller GPU then trains instead of crashing.
   bool auto_find_batch_size = true;
   LrSchedulerType lr_scheduler_type = LrSchedulerType::linear;
   double warmup_ratio = 0.0;

@@ -25,6 +25,7 @@ void GenerateOptions::validate() const {
   if (!(temperature >= 0)) bad("temperature (" + std::to_string(temperature) + ") must be >= 0");
   if (top_k < 0) bad("top_k (" + std::to_string(top_k) + ") must be >= 0");
   if (!(top_p > 0 && top_p <= 1)) bad("top_p (" + std::to_string(top_p) + ") must be in (0, 1]");
+  if (first_prompt_index < 0) bad("first_prompt_index (" + std::to_string(first_prompt_index) + ") must be >= 0");
 }
 
 const char* finish_reason_name(FinishReason r) { return r == FinishReason::kStop ? "stop" : "length"; }
@@ -95,7 +96,7 @@ std::vector<Completion> generate_static(const model::Model& model, const std::ve
   std::vector<double> uh(static_cast<size_t>(N * B));
   std::uniform_real_distribution<double> unif(0.0, 1.0);
   for (int64_t r = 0; r < B; ++r) {
-    auto rng = completion_rng(opts.seed, r / G, r % G);
+    auto rng = completion_rng(opts.seed, opts.first_prompt_index + r / G, r % G);
     for (int64_t s = 0; s < N; ++s) uh[s * B + r] = unif(rng);
   }
   auto uniforms = at::from_blob(uh.data(), {N, B}, at::kDouble).to(model.device());
@@ -153,7 +154,7 @@ std::vector<Completion> generate_static(const model::Model& model, const std::ve
   std::vector<Completion> out(B);
   for (int64_t r = 0; r < B; ++r) {
     auto& c = out[r];
-    c.prompt_index = r / G;
+    c.prompt_index = opts.first_prompt_index + r / G;
     c.sample_index = r % G;
     for (int64_t s = 0; s < done; ++s) {
       c.tokens.push_back(static_cast<int32_t>(ta[r][s]));
@@ -198,9 +199,9 @@ std::vector<Completion> generate(const model::Model& model, const std::vector<st
   std::vector<std::mt19937_64> rngs;
   std::vector<int64_t> active(P * G);  // completion index of each batch row
   for (int64_t r = 0; r < P * G; ++r) {
-    out[r].prompt_index = r / G;
+    out[r].prompt_index = opts.first_prompt_index + r / G;
     out[r].sample_index = r % G;
-    rngs.push_back(completion_rng(opts.seed, r / G, r % G));
+    rngs.push_back(completion_rng(opts.seed, opts.first_prompt_index + r / G, r % G));
     active[r] = r;
   }
   const SamplerConfig sc{opts.temperature, opts.top_k, opts.top_p};

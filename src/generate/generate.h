@@ -25,6 +25,9 @@ struct GenerateOptions {
   double top_p = 1.0;                   // 1: off
   std::vector<int64_t> stop_token_ids;  // eos etc.; the stop token is kept in the output
   uint64_t seed = 0;
+  // The index of prompts[0] in a larger batch generated in parts: completions name their
+  // prompt by it and draw from that prompt's streams, so the parts give what one call would.
+  int64_t first_prompt_index = 0;
   // How decoding runs. dynamic: finished rows leave the batch (the CPU's fastest). static: every
   // row decodes for max_new_tokens over a cache of fixed shape, sampling where the logits are,
   // so that a step has no host synchronisation (the GPU's way). auto: static on CUDA.

@@ -234,6 +234,32 @@ PolicyBatch PolicyBatch::to(const at::Device& device) const {
   return b;
 }
 
+namespace {
+// Runs pass(size); while it runs out of memory, runs it again at half the size (auto_find_batch_size),
+// down to 1, `size` keeping what fitted. Other errors pass through. `cleanup` undoes what a failed
+// pass left; the UserError names `unit` and the fixes when halving is off (fix_off) or at 1 (fix_floor).
+void halve_on_oom(int64_t& size, bool enabled, const c10::Device& dev, const std::string& where, const char* unit,
+                  const char* fix_off, const char* fix_floor, const std::function<void(int64_t)>& pass,
+                  const std::function<void()>& cleanup = {}) {
+  for (;;) {
+    try {
+      pass(size);
+      return;
+    } catch (const c10::Error& e) {
+      if (!model::is_out_of_memory(e)) throw;
+      if (cleanup) cleanup();
+      model::release_cached_memory(dev);
+      const std::string what =
+          fmt::format("out of memory on {} in {} at {} {}", model::device_label(dev), where, size, unit);
+      if (!enabled) throw UserError(what, fix_off);
+      if (size == 1) throw UserError(what, fix_floor);
+      size = (size + 1) / 2;
+      LOG_WARN("{}: retrying at {} (grpo.auto_find_batch_size; going on at that size)", what, size);
+    }
+  }
+}
+}  // namespace
+
 at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
                                at::Tensor* entropy) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
@@ -340,31 +366,13 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
 }
 
 void PolicyOptimizer::with_micro_batch(const char* what, const std::function<void(int64_t)>& pass) {
-  for (;;) {
-    try {
-      pass(mb_);
-      return;
-    } catch (const c10::Error& e) {
-      if (!model::is_out_of_memory(e)) throw;
-      opt_->zero_grad();  // what the failed pass accumulated
-      model::release_cached_memory(m_.device());
-      const std::string where = fmt::format("out of memory on {} in the GRPO step's {} at {} sequences per micro-batch",
-                                            model::device_label(m_.device()), what, mb_);
-      if (!cfg_.auto_find_batch_size)
-        throw UserError(where,
-                        "lower grpo.per_device_train_batch_size, set grpo.auto_find_batch_size = true, or set "
-                        "grpo.gradient_checkpointing = true");
-      if (mb_ == 1)
-        throw UserError(where,
-                        "set grpo.gradient_checkpointing = true, lower grpo.max_completion_length, or use a "
-                        "device with more memory");
-      mb_ = (mb_ + 1) / 2;
-      LOG_WARN(
-          "{}: retrying at {} (grpo.auto_find_batch_size; per_device_train_batch_size = {} or "
-          "gradient_checkpointing = true start there)",
-          where, mb_, mb_);
-    }
-  }
+  const std::string where = std::string("the GRPO step's ") + what;
+  halve_on_oom(mb_, cfg_.auto_find_batch_size, m_.device(), where, "sequences per micro-batch",
+               "lower grpo.per_device_train_batch_size, set grpo.auto_find_batch_size = true, or set "
+               "grpo.gradient_checkpointing = true",
+               "set grpo.gradient_checkpointing = true, lower grpo.max_completion_length, or use a device with more "
+               "memory",
+               pass, [&] { opt_->zero_grad(); });  // what the failed pass accumulated
 }
 
 GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard,
@@ -413,7 +421,23 @@ StepStats GrpoTrainer::step() {
   go.top_p = cfg_.top_p;
   go.stop_token_ids = stop_ids(tk_);
   go.seed = static_cast<uint64_t>(cfg_.seed) * 1000003ULL + static_cast<uint64_t>(step_) * 7919ULL + shard_;
-  auto comps = gen::generate(m_, prompts, go);
+  // All prompts in one call, or in parts of gen_prompts_ after one ran out of memory: each
+  // completion draws from its own prompt's streams, so the parts give what one call would.
+  std::vector<gen::Completion> comps;
+  if (gen_prompts_ == 0) gen_prompts_ = P;
+  halve_on_oom(
+      gen_prompts_, cfg_.auto_find_batch_size, m_.device(), "generation", "prompts at once",
+      "set grpo.auto_find_batch_size = true, or lower grpo.per_device_train_batch_size (prompts per step) or "
+      "grpo.max_completion_length",
+      "lower grpo.max_completion_length or grpo.num_generations, or use a device with more memory", [&](int64_t n) {
+        comps.clear();
+        for (int64_t s = 0; s < P; s += n) {
+          std::vector<std::vector<int32_t>> part(prompts.begin() + s, prompts.begin() + std::min<int64_t>(P, s + n));
+          go.first_prompt_index = s;
+          auto c = gen::generate(m_, part, go);
+          comps.insert(comps.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
+        }
+      });
   st.gen_seconds = seconds_since(t0);
   const auto ts = Clock::now();
   // 3. Rewards and group-relative advantages.
