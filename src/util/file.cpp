@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/log.h"
 
 namespace brl {
 
@@ -40,11 +41,16 @@ FileLock::FileLock(const std::string& path, void (*waiting)(const std::string& p
     while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
     }
   }
+  if (rc != 0 && (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS)) {
+    // A file system without locks (some network mounts): go on unlocked, as before locks were
+    // taken; concurrent users then each do the work the lock would have shared.
+    LOG_WARN("{} cannot be locked ({}): going on without the lock", path, std::strerror(errno));
+    return;
+  }
   if (rc != 0) {
     const int err = errno;
     ::close(fd_);
-    throw UserError("cannot lock " + path + ": " + std::strerror(err),
-                    "the file system may not support locks (flock); use a local cache folder");
+    throw UserError("cannot lock " + path + ": " + std::strerror(err), "check the file system and its permissions");
   }
 }
 

@@ -16,7 +16,8 @@ void write_file(const std::string& path, std::string_view bytes);
 // An exclusive advisory lock (flock) on PATH, created if absent, held until destruction. The
 // kernel drops it when its process dies, so a killed holder blocks no one. Blocks while another
 // holds it; `waiting` (when set) is called once first in that case, e.g. to say so in the log.
-// Each FileLock opens PATH anew, so two in one process exclude each other as well.
+// Each FileLock opens PATH anew, so two in one process exclude each other as well. On a file
+// system without locks it warns and holds none.
 class FileLock {
  public:
   explicit FileLock(const std::string& path, void (*waiting)(const std::string& path) = nullptr);
