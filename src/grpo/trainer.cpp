@@ -377,7 +377,13 @@ void PolicyOptimizer::with_micro_batch(const char* what, const std::function<voi
 
 GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, GrpoConfig cfg, int shard,
                          int num_shards, std::vector<double> weights)
-    : m_(m), tk_(tk), task_(task), cfg_(std::move(cfg)), shard_(shard), num_shards_(num_shards) {
+    : m_(m),
+      tk_(tk),
+      task_(task),
+      cfg_(std::move(cfg)),
+      shard_(shard),
+      num_shards_(num_shards),
+      gen_prompts_(cfg_.prompts_per_step()) {
   cfg_.validate();
   weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
   policy_ = std::make_unique<PolicyOptimizer>(m_, cfg_);
@@ -424,7 +430,6 @@ StepStats GrpoTrainer::step() {
   // All prompts in one call, or in parts of gen_prompts_ after one ran out of memory: each
   // completion draws from its own prompt's streams, so the parts give what one call would.
   std::vector<gen::Completion> comps;
-  if (gen_prompts_ == 0) gen_prompts_ = P;
   halve_on_oom(
       gen_prompts_, cfg_.auto_find_batch_size, m_.device(), "generation", "prompts at once",
       "set grpo.auto_find_batch_size = true, or lower grpo.per_device_train_batch_size (prompts per step) or "

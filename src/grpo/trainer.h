@@ -193,7 +193,7 @@ class GrpoTrainer {
   std::unique_ptr<PolicyOptimizer> policy_;
   int64_t step_ = 0;
   uint64_t cursor_ = 0;
-  int64_t gen_prompts_ = 0;  // prompts generated at once: all (0), or fewer after running out of memory
+  int64_t gen_prompts_;  // prompts generated at once: all of a step's, or fewer after running out of memory
 };
 
 }  // namespace brl::grpo

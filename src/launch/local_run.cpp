@@ -31,6 +31,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A device setting that leaves the GPU to each process (what spread_device may spread).
+bool names_no_gpu(const std::string& device) { return device == "auto" || device == "cuda"; }
+
 struct Child {
   std::string name, log;
   std::vector<std::string> args, env;  // env: extra NAME=value entries
@@ -147,7 +150,7 @@ double TargetWindow::mean() const {
 }
 
 std::string spread_device(const std::string& device, int gpus, int index) {
-  if ((device != "auto" && device != "cuda") || gpus < 2) return "";
+  if (!names_no_gpu(device) || gpus < 2) return "";
   return "cuda:" + std::to_string(index % gpus);
 }
 
@@ -183,8 +186,7 @@ LocalRunSummary run_local(RunConfig cfg, const LocalRunOptions& opt, const std::
   };
 
   // GPUs are counted only where the device could be spread: a CPU run never touches CUDA.
-  const bool spreadable = !spread_device(cfg.model.device, 2, 0).empty();
-  const int gpus = spreadable ? static_cast<int>(model::cuda_devices().size()) : 0;
+  const int gpus = names_no_gpu(cfg.model.device) ? static_cast<int>(model::cuda_devices().size()) : 0;
   auto on_device = [&](Child& c, int index) {
     if (auto d = spread_device(cfg.model.device, gpus, index); !d.empty()) c.args.insert(c.args.end(), {"--device", d});
   };

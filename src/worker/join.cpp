@@ -96,16 +96,18 @@ std::string fetch_base(store::ObjectStore& s, const protocol::RunDescription& ru
   }
   bar.finish(std::to_string(run.base_files.size()) + " files");
   write_file((tmp / ".complete").string(), run.base_sha256 + "\n");
-  // A copy without the marker is one a killed download of an older version left (copies are
-  // placed whole, by rename): no one reads it.
-  fs::remove_all(dir);
+  // Placed whole, by rename. A whole copy already there is another process's (only where the
+  // file system has no locks): it is used as is, never replaced under a reader. A copy without
+  // the marker is one a killed download of an older version left: no one reads it.
   std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) {
-    fs::remove_all(tmp);
-    throw UserError("cannot place the base model cache in " + dir.string() + ": " + ec.message(),
-                    "check the cache folder's permissions and free space (--cache-dir, $BUCKETRL_CACHE)");
+  if (!base_complete(dir, run.base_sha256)) {
+    fs::remove_all(dir, ec);
+    fs::rename(tmp, dir, ec);
   }
+  fs::remove_all(tmp);  // nothing left after a rename
+  if (!base_complete(dir, run.base_sha256))
+    throw UserError("cannot place the base model cache in " + dir.string() + (ec ? ": " + ec.message() : ""),
+                    "check the cache folder's permissions and free space (--cache-dir, $BUCKETRL_CACHE)");
   LOG_INFO("base model {} cached in {}", id, dir.string());
   return dir.string();
 }

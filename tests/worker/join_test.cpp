@@ -2,8 +2,8 @@
 // the workers and evaluator of `bucketrl run` / `demo` do on one machine: the base is
 // downloaded once and every caller gets the same whole copy; a copy without its marker (a
 // killed download of an older version) is replaced; a holder of the download lock that is
-// killed halfway stalls no one. Downloads are slowed by a store decorator so that the callers
-// overlap for certain; the copies are checked against run.json's sha256s.
+// killed halfway stalls no one. Every store call is slowed (store::FaultStore, hangs only) so that
+// the callers overlap for certain, and counted; the copies are checked against run.json's sha256s.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "protocol/bucket.h"
-#include "protocol/layout.h"
+#include "store/fault_store.h"
 #include "util/file.h"
 #include "util/hash.h"
 #include "worker/join.h"
@@ -28,48 +28,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Counts the base files fetched through it (over every caller) and makes each fetch slow.
-class SlowCountingStore : public store::ObjectStore {
- public:
-  SlowCountingStore(std::shared_ptr<store::ObjectStore> inner, std::atomic<int>* base_gets)
-      : inner_(std::move(inner)), base_gets_(base_gets) {}
-  Status put(const std::string& k, const std::string& d, const store::PutOptions& o) override {
-    return inner_->put(k, d, o);
-  }
-  Status put_file(const std::string& k, const std::string& p, const store::PutOptions& o) override {
-    return inner_->put_file(k, p, o);
-  }
-  Result<std::string> get(const std::string& k, const store::GetOptions& o) override { return inner_->get(k, o); }
-  Status get_file(const std::string& k, const std::string& p) override {
-    if (k.rfind(protocol::base_key(""), 0) == 0) {
-      ++*base_gets_;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return inner_->get_file(k, p);
-  }
-  Result<store::ObjectInfo> head(const std::string& k) override { return inner_->head(k); }
-  Result<store::ListPage> list(const store::ListOptions& o) override { return inner_->list(o); }
-  Status remove(const std::string& k) override { return inner_->remove(k); }
-  std::string describe() const override { return "slow(" + inner_->describe() + ")"; }
-
- private:
-  std::shared_ptr<store::ObjectStore> inner_;
-  std::atomic<int>* base_gets_;
-};
-
 struct BaseRun {
   test::TempDir tmp;
   std::string bucket;
   protocol::RunDescription run;
+  // Every caller's store: each call takes 100 ms (so callers overlap for certain) and is counted.
+  std::unique_ptr<store::FaultStore> slow_store;
   BaseRun() {
     bucket = test::init_bucket(tmp, test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out")));
     run = protocol::read_run(*protocol::open_bucket(bucket)).value();
+    store::FaultOptions slow;
+    slow.hang_rate = 1;
+    slow.hang_ms = 100;
+    slow_store = std::make_unique<store::FaultStore>(protocol::open_bucket(bucket), slow);
   }
   std::string cache() const { return tmp.str("cache"); }
-  std::string fetch(std::atomic<int>* gets) const {
-    SlowCountingStore s(protocol::open_bucket(bucket), gets);
-    return worker::fetch_base(s, run, cache());
-  }
+  std::string fetch() const { return worker::fetch_base(*slow_store, run, cache()); }
+  int calls() const { return slow_store->counts().calls; }  // fetch_base's are its base files' gets
   // Every base file in dir, with run.json's sha256.
   void expect_whole(const std::string& dir) const {
     ASSERT_FALSE(run.base_files.empty());
@@ -87,18 +62,16 @@ struct BaseRun {
 
 TEST(FetchBase, CallersStartingTogetherDownloadTheBaseOnce) {
   BaseRun r;
-  std::atomic<int> gets{0};
   std::vector<std::string> dirs(4);
   std::vector<std::thread> ts;
-  for (size_t i = 0; i < dirs.size(); ++i) ts.emplace_back([&, i] { dirs[i] = r.fetch(&gets); });
+  for (size_t i = 0; i < dirs.size(); ++i) ts.emplace_back([&, i] { dirs[i] = r.fetch(); });
   for (auto& t : ts) t.join();
-  EXPECT_EQ(gets.load(), static_cast<int>(r.run.base_files.size()));  // one download, not four
+  EXPECT_EQ(r.calls(), static_cast<int>(r.run.base_files.size()));  // one download, not four
   for (auto& d : dirs) EXPECT_EQ(d, dirs[0]);
   r.expect_whole(dirs[0]);
   EXPECT_EQ(r.leftovers(), 0);
-  gets = 0;  // and a later caller uses the cache
-  EXPECT_EQ(r.fetch(&gets), dirs[0]);
-  EXPECT_EQ(gets.load(), 0);
+  EXPECT_EQ(r.fetch(), dirs[0]);  // and a later caller uses the cache
+  EXPECT_EQ(r.calls(), static_cast<int>(r.run.base_files.size()));
 }
 
 TEST(FetchBase, ACopyWithoutItsMarkerIsReplaced) {
@@ -106,9 +79,8 @@ TEST(FetchBase, ACopyWithoutItsMarkerIsReplaced) {
   const fs::path dir = fs::path(r.cache()) / r.run.base_sha256.substr(0, 16);
   fs::create_directories(dir);
   test::write_file((dir / "model.safetensors").string(), "torn");  // a killed older download
-  std::atomic<int> gets{0};
-  EXPECT_EQ(r.fetch(&gets), dir.string());
-  EXPECT_EQ(gets.load(), static_cast<int>(r.run.base_files.size()));
+  EXPECT_EQ(r.fetch(), dir.string());
+  EXPECT_EQ(r.calls(), static_cast<int>(r.run.base_files.size()));
   r.expect_whole(dir.string());
 }
 
@@ -128,11 +100,10 @@ TEST(FetchBase, AKilledHolderOfTheDownloadLockStallsNoOne) {
   }
   char c;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
-  std::atomic<int> gets{0};
   std::atomic<bool> done{false};
   std::string dir;
   std::thread t([&] {
-    dir = r.fetch(&gets);
+    dir = r.fetch();
     done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
