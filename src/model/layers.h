@@ -6,7 +6,8 @@
 
 namespace brl::model {
 
-// x [..., C] * rsqrt(mean(x^2) + eps) * weight [C]; computed in f32 for low-precision x.
+// x [..., C] * rsqrt(mean(x^2) + eps) * weight [C]; computed in f32 for low-precision x (on a
+// GPU in one fused kernel each way).
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 struct RopeCosSin {

@@ -1,12 +1,14 @@
 // The CUDA half of libtorch, where a GPU exists: the device list, and our linear (fast_linear,
-// the CPU path the model uses) against cuBLAS on the GPU in fp32. Without a GPU every test here
-// skips, saying so, and the executable reports Skipped (tests/test_main.cpp); CI allows that for
+// the CPU path the model uses) against cuBLAS on the GPU in fp32, RMSNorm's fused GPU kernels
+// against the CPU's ops. Without a GPU every test here skips, saying so, and the executable reports Skipped (tests/test_main.cpp); CI allows that for
 // tests named *cuda* only (.ci/run). The model on the GPU: generate_cuda_test, trainer_cuda_test.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "../cuda_util.h"
 #include "model/device.h"
+#include "model/layers.h"
 #include "model/skinny_linear.h"
 
 using namespace brl::model;
@@ -31,5 +33,33 @@ TEST(Cuda, LinearMatchesCpu) {
     auto gpu = at::linear(x.cuda(), w.cuda(), b.cuda()).cpu();
     double rel = (gpu - cpu).abs().max().item<double>() / cpu.abs().max().item<double>();
     EXPECT_LT(rel, 1e-5) << rows << " rows";
+  }
+}
+
+// rms_norm on the GPU takes ATen's fused kernels (one forward, one backward node) and equals the
+// CPU's composite ops: forward and both gradients, f32 to rounding, bf16 within about one bf16
+// ulp of the largest value (the fused kernel rounds once, after the weight; the CPU before it).
+TEST(Cuda, RmsNormFusedMatchesCpu) {
+  REQUIRE_GPU();
+  at::manual_seed(5);
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    const double tol = dt == at::kFloat ? 1e-5 : 1.6e-2;
+    auto x0 = at::randn({3, 11, 2, 96}).to(dt), w0 = (1 + 0.1 * at::randn({96})).to(dt), g = at::randn({3, 11, 2, 96});
+    auto run = [&](at::Device d) {
+      auto x = x0.to(d).requires_grad_(), w = w0.to(d).requires_grad_();
+      auto y = rms_norm(x, w, 1e-6);
+      (y.to(at::kFloat) * g.to(d)).sum().backward();
+      return std::tuple(y, x.grad(), w.grad());
+    };
+    auto [yc, dxc, dwc] = run(at::kCPU);
+    auto [yg, dxg, dwg] = run(at::kCUDA);
+    EXPECT_NE(yg.grad_fn()->name().find("FusedRmsNorm"), std::string::npos) << yg.grad_fn()->name();
+    auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+      return (a.cpu().to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>() /
+             b.to(at::kFloat).abs().max().item<double>();
+    };
+    EXPECT_LT(rel(yg, yc), tol) << dt;
+    EXPECT_LT(rel(dxg, dxc), tol) << dt;
+    EXPECT_LT(rel(dwg, dwc), tol) << dt;
   }
 }
