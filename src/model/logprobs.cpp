@@ -24,12 +24,17 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     auto out = at::empty({N}, h.options().dtype(acc));
     auto lse = at::empty({N}, h.options().dtype(acc));
     // Softmax kept for backward when it fits the budget: backward then skips the recompute
-    // (a third of the LM head's products).
-    const bool keep = N * V * static_cast<int64_t>(at::elementSize(acc)) <= keep_bytes;
+    // (a third of the LM head's products). Over a low-precision h it is kept in h's dtype as
+    // S = softmax - onehot(t), the gradient w.r.t. the logits but for each row's scale: backward
+    // is then one product per chunk and a scale of its [n, C] result, where the f32 softmax took
+    // a scale, a scatter and a cast over [n, V] first (and twice the memory).
+    const bool low = h.scalar_type() != acc;
+    const auto kept_type = low ? h.scalar_type() : acc;
+    const bool keep = N * V * static_cast<int64_t>(at::elementSize(kept_type)) <= keep_bytes;
     // With the softmax kept, memory is budgeted for [N, V] already: chunks of 512 rows run the
     // LM head's products ~20 % faster than 128 (measured at 152k x 512).
     if (keep) chunk = std::max<int64_t>(chunk, 512);
-    torch::Tensor probs = keep ? at::empty({N, V}, h.options().dtype(acc)) : torch::Tensor();
+    torch::Tensor probs = keep ? at::empty({N, V}, h.options().dtype(kept_type)) : torch::Tensor();
     if (entropy) *entropy = at::empty({N}, h.options().dtype(acc));
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
@@ -41,10 +46,23 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       auto lp = ls.gather(1, tc).squeeze(1);
       out.narrow(0, s, n).copy_(lp);
       lse.narrow(0, s, n).copy_(logits.gather(1, tc).squeeze(1) - lp);  // logit - log p = log-sum-exp
-      if (keep || entropy) {
-        auto p = keep ? probs.narrow(0, s, n) : at::empty_like(ls);
+      // Low precision: S_t = p_t - 1 from the f32 log-prob (rounding p_t first would make it 0
+      // for p_t near 1), written before the softmax is rounded to the kept dtype.
+      auto kept = keep ? probs.narrow(0, s, n) : torch::Tensor();
+      auto st = low && keep ? (lp.exp() - 1).unsqueeze(1) : torch::Tensor();  // [n, 1]
+      if (entropy) {
+        // H = -sum p log p, from the f32 softmax.
+        auto p = keep && !low ? kept : at::empty_like(ls);
         at::exp_out(p, ls);
-        if (entropy) entropy->narrow(0, s, n).copy_(-(p * ls).sum(-1));  // H = -sum p log p
+        entropy->narrow(0, s, n).copy_(-(p * ls).sum(-1));
+        if (keep && low) kept.copy_(p.scatter_(1, tc, st));
+      } else if (keep && low && !ls.is_cuda()) {
+        // The CPU's exp into another dtype and scatter into bf16 take scalar or whole-tensor
+        // cast paths (~4x and ~3x): all in f32, then one cast.
+        kept.copy_(ls.exp_().scatter_(1, tc, st));
+      } else if (keep) {
+        at::exp_out(kept, ls);  // on a GPU rounded to the kept dtype in the same pass
+        if (low) kept.scatter_(1, tc, st.to(kept_type));
       }
     }
     ctx->save_for_backward({h, w, t, lse, probs});
@@ -69,6 +87,15 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       auto hc = h.narrow(0, s, n);
       auto gc = g.narrow(0, s, n).unsqueeze(1);  // [n, 1]
       // d logp[t] / d logits = onehot(t) - softmax(logits)
+      if (probs.defined() && probs.scalar_type() != acc) {
+        // d logits = -(g / T) S row by row, so each product takes S as kept and the scale
+        // goes on its [n, C] result (or on hc: the rows of S^T hc).
+        auto scale = gc.neg().div_(temperature);  // [n, 1]
+        auto S = probs.narrow(0, s, n);           // [n, V]
+        if (need_h) gh.narrow(0, s, n).copy_(at::matmul(S, w).to(acc).mul_(scale));
+        if (need_w) gw.add_(at::matmul(S.t(), hc.mul(scale.to(hc.scalar_type()))).to(acc));
+        continue;
+      }
       torch::Tensor d;
       if (probs.defined()) {
         d = probs.narrow(0, s, n).mul(-gc);  // [n, V]

@@ -2,7 +2,8 @@
 // 150k vocabulary the logits of a GRPO batch can be gigabytes. When a gradient will be needed
 // and the softmax [N, V] fits in keep_bytes, forward keeps it and backward uses it (no
 // recompute: the LM head's products drop from 3 to 2 per row, a third of a small model's
-// step, at 0.6 GB for 1024 rows of a 152k vocabulary); otherwise forward keeps only the
+// step, at 0.6 GB for 1024 rows of a 152k vocabulary; over a bf16 base it is kept in bf16 as
+// softmax - onehot(target), so backward is one product per chunk); otherwise forward keeps only the
 // log-sum-exp per row and backward recomputes each chunk's logits (as fused
 // linear-cross-entropy kernels do), so peak memory is one chunk of [chunk_tokens, V].
 #pragma once
