@@ -27,15 +27,18 @@ RopeCosSin rope_cos_sin(const torch::Tensor& positions, int64_t n_rot, double th
   auto inv_freq = 1.0 / at::pow(theta, idx / static_cast<double>(n_rot));  // [n_rot/2]
   auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;          // [B, T, n_rot/2]
   auto emb = at::cat({freqs, freqs}, -1).unsqueeze(2);                     // [B, T, 1, n_rot]
-  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+  // sin with its first half negated: rotate_half(x) * sin == roll(x, n_rot/2) * this, bit for bit.
+  auto sin = emb.sin();
+  sin.narrow(-1, 0, n_rot / 2).neg_();
+  return {emb.cos().to(dtype), sin.to(dtype)};
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeCosSin& cs) {
   const int64_t D = x.size(-1), R = cs.cos.size(-1);
   auto rot = R == D ? x : x.narrow(-1, 0, R);  // [B, T, H, R]
-  auto x1 = rot.narrow(-1, 0, R / 2), x2 = rot.narrow(-1, R / 2, R / 2);
-  auto rotated = at::cat({-x2, x1}, -1);  // rotate_half
-  auto out = rot * cs.cos + rotated * cs.sin;
+  // HF's rotate_half, cat(-x2, x1), as one roll with the sign in cs.sin: one kernel instead of
+  // a negation and a concatenation each way (q and k of every layer, forward and backward).
+  auto out = rot * cs.cos + at::roll(rot, R / 2, -1) * cs.sin;
   if (R == D) return out;
   return at::cat({out, x.narrow(-1, R, D - R)}, -1);  // pass-through dims unchanged
 }

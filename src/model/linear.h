@@ -26,8 +26,10 @@ struct Linear {
 
   int64_t in_features() const { return weight.size(1); }
   int64_t out_features() const { return weight.size(0); }
-  // x [..., in] -> [..., out]
-  torch::Tensor forward(const torch::Tensor& x, bool adapters_enabled, bool training) const;
+  // x [..., in] -> [..., out]. lora_x (optional): x's rows in the adapter's dtype, shared by the
+  // projections of one input (q, k, v; gate, up): cast here if undefined, reused if defined.
+  torch::Tensor forward(const torch::Tensor& x, bool adapters_enabled, bool training,
+                        torch::Tensor* lora_x = nullptr) const;
 };
 
 }  // namespace brl::model

@@ -33,9 +33,10 @@ torch::Tensor Model::attention(const DecoderLayer& layer, int64_t index, const t
   const int64_t B = x.size(0), T = x.size(1);
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads;
   const int64_t D = config.head_dim, G = config.n_groups();
-  auto q = a.q_proj.forward(x, adapters_enabled, training).view({B, T, H, D});
-  auto k = a.k_proj.forward(x, adapters_enabled, training).view({B, T, Hkv, D});
-  auto v = a.v_proj.forward(x, adapters_enabled, training).view({B, T, Hkv, D});
+  torch::Tensor xl;  // x for the adapters, cast once (Linear::forward)
+  auto q = a.q_proj.forward(x, adapters_enabled, training, &xl).view({B, T, H, D});
+  auto k = a.k_proj.forward(x, adapters_enabled, training, &xl).view({B, T, Hkv, D});
+  auto v = a.v_proj.forward(x, adapters_enabled, training, &xl).view({B, T, Hkv, D});
   if (config.qk_norm) {
     q = rms_norm(q, a.q_norm, config.rms_norm_eps);
     k = rms_norm(k, a.k_norm, config.rms_norm_eps);
@@ -156,8 +157,9 @@ torch::Tensor Model::layers_forward(const torch::Tensor& input_ids, const torch:
           in + attention(layer, l, rms_norm(in, layer.input_layernorm, config.rms_norm_eps), rope, mask, cache, slot);
       auto x = rms_norm(out, layer.post_attention_layernorm, config.rms_norm_eps);
       const auto& m = layer.mlp;
-      auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training)) *
-                 m.up_proj.forward(x, adapters_enabled, training);  // [B, T, inter]
+      torch::Tensor xl;  // x for the adapters, cast once
+      auto act = at::silu(m.gate_proj.forward(x, adapters_enabled, training, &xl)) *
+                 m.up_proj.forward(x, adapters_enabled, training, &xl);  // [B, T, inter]
       return out + m.down_proj.forward(act, adapters_enabled, training);
     };
     h = ckpt ? checkpoint(layer_fn, h) : layer_fn(h);

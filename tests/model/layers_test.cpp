@@ -56,3 +56,33 @@ TEST(Rope, DotProductDependsOnlyOnOffset) {
   EXPECT_NEAR(dot(0, 7), dot(20, 27), 1e-4);
   EXPECT_GT(std::abs(dot(5, 2) - dot(5, 3)), 1e-2);  // and it does depend on the offset
 }
+
+// apply_rope rolls x by n_rot/2 against a sin whose first half is negated: the same bits as HF's
+// x * cos + rotate_half(x) * sin (written out here as transformers' apply_rotary_pos_emb has
+// it), forward and backward, in f32 and bf16, full and partial rotary.
+TEST(Rope, RollEqualsHfRotateHalfBitForBit) {
+  at::manual_seed(2);
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (int64_t R : {8, 4}) {
+      const int64_t D = 8;
+      auto pos = at::randint(0, 500, {2, 5}, at::kLong);
+      auto inv_freq = 1.0 / at::pow(10000.0, at::arange(0, R, 2, at::kFloat) / static_cast<double>(R));
+      auto freqs = pos.to(at::kFloat).unsqueeze(-1) * inv_freq;
+      auto emb = at::cat({freqs, freqs}, -1).unsqueeze(2);
+      auto cos = emb.cos().to(dt), sin = emb.sin().to(dt);
+      auto x0 = at::randn({2, 5, 3, D}).to(dt), g = at::randn({2, 5, 3, D}).to(dt);
+      auto hf = [&](const at::Tensor& x) {
+        auto rot = x.narrow(-1, 0, R);
+        auto x1 = rot.narrow(-1, 0, R / 2), x2 = rot.narrow(-1, R / 2, R / 2);
+        auto out = rot * cos + at::cat({-x2, x1}, -1) * sin;
+        return R == D ? out : at::cat({out, x.narrow(-1, R, D - R)}, -1);
+      };
+      auto xa = x0.clone().requires_grad_(), xb = x0.clone().requires_grad_();
+      auto ya = apply_rope(xa, rope_cos_sin(pos, R, 10000.0, dt)), yb = hf(xb);
+      EXPECT_TRUE(at::equal(ya, yb)) << dt << " n_rot " << R;
+      (ya * g).sum().backward();
+      (yb * g).sum().backward();
+      EXPECT_TRUE(at::equal(xa.grad(), xb.grad())) << dt << " n_rot " << R;
+    }
+  }
+}

@@ -252,6 +252,44 @@ TEST(Linear, LoraSlotAndSwitch) {
   EXPECT_FALSE(at::allclose(l.forward(x, true, true), want, 1e-5, 1e-6));
 }
 
+// Projections of one bf16 input share its f32 cast for their f32 adapters (q, k, v; gate, up):
+// the cast is made once and reused, and outputs and gradients equal separate casts (the
+// gradient to x summed in f32 before its one rounding, so within a bf16 ulp).
+TEST(Linear, SharedAdapterInputCast) {
+  at::manual_seed(6);
+  auto make = [](int64_t out) {
+    Linear l;
+    l.weight = at::randn({out, 8}).to(at::kBFloat16);
+    l.lora = LoraSlot{at::randn({2, 8}), at::randn({out, 2}), 0.5, 0.0};
+    return l;
+  };
+  Linear a = make(5), b = make(3);
+  auto x0 = at::randn({4, 8}).to(at::kBFloat16);
+  auto run = [&](bool shared, at::Tensor* xl_out) {
+    auto x = x0.clone().requires_grad_();
+    at::Tensor xl;
+    auto ya = a.forward(x, true, true, shared ? &xl : nullptr), yb = b.forward(x, true, true, shared ? &xl : nullptr);
+    if (xl_out) *xl_out = xl;
+    (ya.to(at::kFloat).sum() + 2 * yb.to(at::kFloat).sum()).backward();
+    return std::tuple(ya, yb, x.grad());
+  };
+  at::Tensor xl;
+  auto [ya, yb, gx] = run(true, &xl);
+  auto [ya0, yb0, gx0] = run(false, nullptr);
+  ASSERT_TRUE(xl.defined());
+  EXPECT_EQ(xl.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(ya, ya0));
+  EXPECT_TRUE(at::equal(yb, yb0));
+  EXPECT_LT((gx.to(at::kFloat) - gx0.to(at::kFloat)).abs().max().item<double>(),
+            1e-2 * gx0.to(at::kFloat).abs().max().item<double>());
+  // A defined lora_x is taken as x's cast (zeros: only the base's output remains), unless it is
+  // of another dtype than the adapter's.
+  at::Tensor zeros = at::zeros({4, 8});
+  EXPECT_TRUE(at::equal(a.forward(x0, true, false, &zeros), a.forward(x0, false, false)));
+  at::Tensor other = at::zeros({4, 8}, at::kDouble);
+  EXPECT_TRUE(at::equal(a.forward(x0, true, false, &other), ya0));
+}
+
 // Autograd through the whole model: d loss / d weight agrees with a central difference.
 TEST(Model, GradientMatchesFiniteDifference) {
   auto m = random_model(tiny_config("qwen3"), 17, 0.2, at::kDouble);
