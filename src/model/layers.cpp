@@ -9,7 +9,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   // On the GPU ATen's fused kernel (torch.nn.RMSNorm's): one pass forward and one backward,
   // keeping only x and the [..., 1] rstd for backward, where the ops below launch ~7 kernels
   // forward and ~12 backward per norm and keep an f32 copy of x (49 norms in a 0.5B step). It
-  // rounds once after the weight (HF and the CPU path round before it too): within a bf16 ulp.
+  // rounds once, after the weight; HF and the CPU path also round before it: within a bf16 ulp.
   if (x.is_cuda() && weight.scalar_type() == x.scalar_type()) return at::rms_norm(x, {x.size(-1)}, weight, eps);
   if (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) {
     auto r = at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);  // [..., 1]
