@@ -1,12 +1,14 @@
 // The CUDA half of libtorch, where a GPU exists: the device list, and our linear (fast_linear,
 // the CPU path the model uses) against cuBLAS on the GPU in fp32, RMSNorm's fused GPU kernels
-// against the CPU's ops. Without a GPU every test here skips, saying so, and the executable reports Skipped (tests/test_main.cpp); CI allows that for
-// tests named *cuda* only (.ci/run). The model on the GPU: generate_cuda_test, trainer_cuda_test.
+// against the CPU's ops, bf16 token log-probs against f64. Without a GPU every test here skips,
+// saying so, and the executable reports Skipped (tests/test_main.cpp); CI allows that for tests
+// named *cuda* only (.ci/run). The model on the GPU: generate_cuda_test, trainer_cuda_test.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/function.h>
 
 #include "../cuda_util.h"
+#include "logprobs_check.h"
 #include "model/device.h"
 #include "model/layers.h"
 #include "model/skinny_linear.h"
@@ -62,4 +64,11 @@ TEST(Cuda, RmsNormFusedMatchesCpu) {
     EXPECT_LT(rel(dxg, dxc), tol) << dt;
     EXPECT_LT(rel(dwg, dwc), tol) << dt;
   }
+}
+
+// The LM head's log-probs over a bf16 base on the GPU, whose kept softmax is written by exp and
+// scatter straight into bf16 (the CPU goes through f32): against f64 as on the CPU.
+TEST(Cuda, Bf16TokenLogprobsMatchF64) {
+  REQUIRE_GPU();
+  brl::test::expect_bf16_token_logprobs_match_f64(at::kCUDA);
 }

@@ -12,6 +12,7 @@
 
 #include "model/loader.h"
 #include "model/logprobs.h"
+#include "logprobs_check.h"
 #include "test_util.h"
 
 using namespace brl::model;
@@ -189,50 +190,8 @@ TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradientsAndEntropies) {
   }
 }
 
-// Over a bf16 h the kept softmax is S = softmax - onehot(target) in bf16 and backward scales
-// each product's result; the recompute path takes the f32 route. Both against an f64 log-softmax
-// of the bf16-rounded logits (as the LM head's bf16 product gives them; the rounding passed
-// straight through for the gradient): log-probs to f32 rounding, gradients within 2 % of their
-// largest entry, at T 1 and 0.7, with entropies (which change no gradient).
-TEST(TokenLogprobs, Bf16KeptSoftmaxMatchesF64) {
-  at::manual_seed(4);
-  auto h16 = at::randn({2, 300, 16}).to(at::kBFloat16), w16 = (0.5 * at::randn({40, 16})).to(at::kBFloat16);
-  auto t = at::randint(0, 40, {2, 300}, at::kLong);
-  // A few near-certain rows (p_t ~ 0.9998, which bf16 rounds to 1): S_t = p_t - 1 must not
-  // round to 0, or their gradient would be wrong by as much as it is large.
-  t.select(0, 0).narrow(0, 0, 4).fill_(7);
-  w16.select(0, 7).fill_(0.9);
-  h16.select(0, 0).narrow(0, 0, 4).fill_(1.0);
-  auto up = at::randn({2, 300}, at::kDouble);
-  for (double temp : {1.0, 0.7}) {
-    auto h = h16.to(at::kDouble).requires_grad_(), w = w16.to(at::kDouble).requires_grad_();
-    auto exact = h.matmul(w.t());
-    auto logits = exact + (exact.to(at::kBFloat16).to(at::kDouble) - exact).detach();
-    auto want = at::log_softmax(logits / temp, -1).gather(-1, t.unsqueeze(-1)).squeeze(-1);
-    auto g_want = torch::autograd::grad({want}, {h, w}, {up});
-    const double lp_c = want.select(0, 0).narrow(0, 0, 4).max().item<double>();
-    EXPECT_TRUE(lp_c < -1e-7 && lp_c > -2e-3) << "near-certain rows' log p " << lp_c;
-    for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {
-      for (bool with_entropy : {false, true}) {
-        auto hb = h16.clone().requires_grad_(), wb = w16.clone().requires_grad_();
-        at::Tensor ent;
-        auto got = chunked_token_logprobs(hb, wb, t, temp, /*chunk_tokens=*/3, keep, with_entropy ? &ent : nullptr);
-        EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 2e-5) << keep;
-        auto g = torch::autograd::grad({got}, {hb, wb}, {up.to(got.scalar_type())});
-        for (int i : {0, 1}) {
-          const double rel =
-              (g[i].to(at::kDouble) - g_want[i]).abs().max().item<double>() / g_want[i].abs().max().item<double>();
-          EXPECT_LT(rel, 2e-2) << "keep " << keep << " T " << temp << (i ? " dW" : " dh");
-        }
-        // (At T 0.7 their 1 - p_t is ~1e-6, near f32's own resolution of p_t: not a bf16 matter.)
-        if (temp != 1.0) continue;
-        auto gc = g[0].select(0, 0).narrow(0, 0, 4).to(at::kDouble), gc_want = g_want[0].select(0, 0).narrow(0, 0, 4);
-        EXPECT_LT((gc - gc_want).abs().max().item<double>(), 2e-2 * gc_want.abs().max().item<double>())
-            << "near-certain rows, keep " << keep << " T " << temp;
-      }
-    }
-  }
-}
+// The bf16 kept-softmax path on the CPU (logprobs_check.h; the GPU's in cuda_test).
+TEST(TokenLogprobs, Bf16KeptSoftmaxMatchesF64) { brl::test::expect_bf16_token_logprobs_match_f64(at::kCPU); }
 
 TEST(Linear, LoraSlotAndSwitch) {
   at::manual_seed(5);
