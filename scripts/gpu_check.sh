@@ -4,7 +4,9 @@
 # (transformers generate, PEFT) on that machine's torch, then a demo over a directory bucket
 # with GPU workers. Each step has its own time limit; a failed step does not stop the later
 # ones. $OUT gets all.log, build.log and the demo's logs (demo-logs.tgz). From here:
-#   run(command="scripts/gpu_check.sh", carry=[".cache/gpu-debs"], timeout_s=560)
+#   run(command="scripts/gpu_check.sh", carry=[".cache/gpu-debs", ".cache/demo-base"], timeout_s=560)
+# (scripts/gpu_debs.sh makes both here; .cache/demo-base, the demo's base pretrained here, saves
+# the call the minute or more of pretraining it on that machine's CPU.)
 # GPU_CHECK_STEPS picks steps (default, in this order: build tests train hf_step prof demo gen
 # hf_gen: issue 17's first, so a call cut short loses the rollouts; also big (1.5B and 7B
 # shapes), nsys, hf_gen64)
@@ -65,7 +67,9 @@ if has prof; then
 fi
 if has demo; then
   # The demo's recipe with two GPU workers and a GPU evaluator over a directory bucket; the
-  # base is pretrained on the CPU. Exit 0 = target reached and `bucketrl verify` ok.
+  # base is pretrained on the CPU (on the one here, when carried: the demo reuses a base marked
+  # with its recipe). Exit 0 = target reached and `bucketrl verify` ok.
+  if [[ -f .cache/demo-base/model.safetensors ]]; then mkdir -p /tmp/brl-demo && cp -r .cache/demo-base /tmp/brl-demo/base; fi
   step demo 170 $B/bucketrl demo --device cuda --workers 2 --time-limit 150 --out /tmp/brl-demo --http off
   tar czf "$OUT/demo-logs.tgz" -C /tmp/brl-demo --exclude='*.safetensors' --exclude=bucket . 2>/dev/null || true
 fi

@@ -4,6 +4,7 @@
 #include "cli/command.h"
 #include "grpo/demo_recipe.h"
 #include "grpo/pretrain.h"
+#include "launch/demo.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "tasks/task.h"
@@ -50,8 +51,10 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
   static std::string recipe;
   app.add_option("--recipe", recipe,
                  "a demo recipe's base model (fast | skill: bucketrl demo --recipe): its task and pretraining "
-                 "options; only --out, --seed and --threads may be given with it");
+                 "options; only --out, --seed and --threads may be given with it. `bucketrl demo --recipe R --out "
+                 "D` reuses a base made with --out D/base (and the recipe's seed)");
   return [&app] {
+    brl::RunConfig run;
     if (!recipe.empty()) {
       for (const CLI::Option* opt : app.get_options())
         if (opt->count() && opt->get_name() != "--recipe" && opt->get_name() != "--out" &&
@@ -65,10 +68,13 @@ brl::cli::RunFn setup_pretrain(CLI::App& app) {
       o.out_dir = out;
       if (app.get_option("--seed")->count()) o.seed = seed;
       t = r.run.task;
+      run = r.run;
     }
     brl::cli::init_compute(threads);
     auto task = brl::tasks::make_task(t);
     auto r = brl::grpo::pretrain(*task, o);
+    // A recipe's base, marked as `bucketrl demo` marks its own: the demo then reuses it.
+    if (!recipe.empty()) brl::launch::record_demo_base(o.out_dir, run, o);
     std::string pass;
     if (o.pass_k > 0)
       pass = fmt::format(", pass@1 {:.3f}, pass@{} {:.3f} (validation {:.3f}, {:.3f})", r.pass_at_1, o.pass_k,

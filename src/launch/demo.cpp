@@ -35,6 +35,10 @@ namespace {
 fs::path recipe_file(const std::string& base_dir) { return fs::path(base_dir) / "bucketrl_base_recipe.json"; }
 }  // namespace
 
+void record_demo_base(const std::string& base_dir, const RunConfig& cfg, const grpo::PretrainOptions& po) {
+  write_file(recipe_file(base_dir).string(), demo_base_recipe(cfg, po).dump(2) + "\n");
+}
+
 bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg, const grpo::PretrainOptions& po) {
   if (!fs::exists(fs::path(base_dir) / "model.safetensors")) return false;
   std::ifstream f(recipe_file(base_dir));
@@ -61,7 +65,7 @@ DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg, const gr
   b.seconds = r.seconds;
   b.accuracy = r.accuracy;
   b.skill = r.skill;
-  write_file(rfile.string(), demo_base_recipe(cfg, recipe).dump(2) + "\n");
+  record_demo_base(b.dir, cfg, recipe);
   LOG_INFO("demo: base model made in {:.0f} s ({} steps): held-out accuracy {:.3f}, skill {:.3f}", r.seconds, r.steps,
            r.accuracy, r.skill);
   return b;

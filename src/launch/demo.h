@@ -40,6 +40,9 @@ struct DemoBase {
 DemoBase ensure_demo_base(const std::string& out, const RunConfig& cfg, const grpo::PretrainOptions& po);
 nlohmann::json demo_base_recipe(const RunConfig& cfg, const grpo::PretrainOptions& po);
 bool demo_base_cached(const std::string& base_dir, const RunConfig& cfg, const grpo::PretrainOptions& po);
+// Marks base_dir, a finished base, as made from (cfg's task, po): `bucketrl pretrain --recipe R
+// --out OUT/base` then gives `bucketrl demo --recipe R --out OUT` its base (on another machine too).
+void record_demo_base(const std::string& base_dir, const RunConfig& cfg, const grpo::PretrainOptions& po);
 
 struct DemoSummary {
   LocalRunSummary run;

@@ -23,8 +23,19 @@ TEST(DemoBase, CachedOnlyWhenMadeFromTheSameRecipeAndTask) {
   test::write_file(base + "/model.safetensors", "weights");
   EXPECT_FALSE(
       launch::demo_base_cached(base, cfg, po));  // a base of unknown origin (made before the recipe was recorded)
-  test::write_file(base + "/bucketrl_base_recipe.json", launch::demo_base_recipe(cfg, po).dump(2));
+  launch::record_demo_base(base, cfg, po);       // as `bucketrl pretrain --recipe fast --out OUT/base` does
   EXPECT_TRUE(launch::demo_base_cached(base, cfg, po));
+  // pretrain --recipe keeps only its own --out; the demo's run folder (and other train options)
+  // are no part of a base's making.
+  RunConfig demo_cfg = cfg;
+  demo_cfg.train.output_dir = dir.str("run");
+  EXPECT_TRUE(launch::demo_base_cached(base, demo_cfg, po));
+  grpo::PretrainOptions out_elsewhere = po;
+  out_elsewhere.out_dir = dir.str("elsewhere");
+  EXPECT_TRUE(launch::demo_base_cached(base, cfg, out_elsewhere));
+  grpo::PretrainOptions reseeded = po;
+  reseeded.seed = po.seed + 1;  // pretrain --recipe fast --seed N: not the demo's base
+  EXPECT_FALSE(launch::demo_base_cached(base, cfg, reseeded));
   RunConfig other = cfg;
   other.task.max_operand = 50;
   EXPECT_FALSE(launch::demo_base_cached(base, other, po));  // --set task.max_operand=50
