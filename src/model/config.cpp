@@ -29,6 +29,66 @@ T get_or(const nlohmann::json& j, const char* key, T def, const std::string& sou
     throw UserError(source + ": field \"" + key + "\" has the wrong type (" + j[key].dump() + ")");
   }
 }
+
+// RoPE's base, rotary fraction and scaling, as transformers reads them: from rope_scaling
+// (transformers 4's key) or else rope_parameters (5's, which also holds rope_theta and
+// partial_rotary_factor); a value inside the dict wins over the top-level one.
+void parse_rope(const nlohmann::json& j, const std::string& source, ModelConfig& c) {
+  nlohmann::json rp = nlohmann::json::object();
+  const char* key = nullptr;
+  for (const char* k : {"rope_scaling", "rope_parameters"})
+    if (j.contains(k) && !j[k].is_null() && !(j[k].is_object() && j[k].empty())) {
+      key = k;
+      rp = j[k];
+      break;
+    }
+  if (!rp.is_object()) throw UserError(source + ": \"" + key + "\" must be an object (" + rp.dump() + ")");
+  for (auto& [k, v] : rp.items())
+    if (v.is_object())
+      throw UserError(source + ": " + key + " per layer type (\"" + k + "\") is not supported",
+                      "llama, qwen2 and qwen3 take one RoPE for every layer: give one flat " + std::string(key));
+  const std::string where = source + ": " + (key ? key : "config");
+  c.rope_theta = get_or<double>(rp, "rope_theta", get_or<double>(j, "rope_theta", 10000.0, source), where);
+  c.partial_rotary_factor =
+      get_or<double>(rp, "partial_rotary_factor", get_or<double>(j, "partial_rotary_factor", 1.0, source), where);
+  RopeScaling& r = c.rope_scaling;
+  r.type = get_or<std::string>(rp, "rope_type", get_or<std::string>(rp, "type", "default", where), where);
+  if (r.type == "default") return;
+  static const std::vector<std::string> kRopeTypes = {"default", "linear", "llama3", "yarn"};
+  if (std::find(kRopeTypes.begin(), kRopeTypes.end(), r.type) == kRopeTypes.end())
+    throw UserError(where + " type \"" + r.type + "\" is not supported (" + rp.dump() + ")",
+                    "supported RoPE types: " + join(kRopeTypes));
+  auto need = [&](const char* k) {
+    if (!rp.contains(k) || rp[k].is_null())
+      throw UserError(where + ": RoPE type \"" + r.type + "\" needs \"" + k + "\" (" + rp.dump() + ")",
+                      "fix the model's config.json");
+  };
+  const int64_t max_pos = get_or<int64_t>(j, "max_position_embeddings", 32768, source);
+  // Where the pretraining context is not given, transformers takes max_position_embeddings.
+  r.original_max_position_embeddings =
+      get_or<int64_t>(rp, "original_max_position_embeddings",
+                      get_or<int64_t>(j, "original_max_position_embeddings", max_pos, source), where);
+  if (r.type == "linear") {
+    need("factor");
+    r.factor = get_or<double>(rp, "factor", 1.0, where);
+  } else if (r.type == "llama3") {
+    for (const char* k : {"factor", "low_freq_factor", "high_freq_factor"}) need(k);
+    r.factor = get_or<double>(rp, "factor", 1.0, where);
+    r.low_freq_factor = get_or<double>(rp, "low_freq_factor", 1.0, where);
+    r.high_freq_factor = get_or<double>(rp, "high_freq_factor", 4.0, where);
+  } else {  // yarn; a null factor is the ratio of the two contexts
+    r.factor = get_or<double>(rp, "factor", static_cast<double>(max_pos) / r.original_max_position_embeddings, where);
+    // HF: `get("beta_fast") or 32`, so 0 means the default too.
+    r.beta_fast = get_or<double>(rp, "beta_fast", 0.0, where);
+    r.beta_slow = get_or<double>(rp, "beta_slow", 0.0, where);
+    if (r.beta_fast == 0) r.beta_fast = 32.0;
+    if (r.beta_slow == 0) r.beta_slow = 1.0;
+    r.truncate = get_or<bool>(rp, "truncate", true, where);
+    for (auto [k, v] : {std::pair{"attention_factor", &r.attention_factor}, std::pair{"mscale", &r.mscale},
+                        std::pair{"mscale_all_dim", &r.mscale_all_dim}})
+      if (rp.contains(k) && !rp[k].is_null()) *v = get_or<double>(rp, k, 0.0, where);
+  }
+}
 }  // namespace
 
 int64_t ModelConfig::n_rot() const {
@@ -68,6 +128,16 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1))
     bad("partial_rotary_factor (" + std::to_string(partial_rotary_factor) + ") must be in (0, 1]");
   if (n_rot() < 2) bad("head_dim * partial_rotary_factor leaves no rotary dimensions");
+  const RopeScaling& r = rope_scaling;
+  if (r.type != "default") {
+    if (!(r.factor > 0)) bad("rope_scaling factor (" + std::to_string(r.factor) + ") must be > 0");
+    if (r.original_max_position_embeddings <= 0)
+      bad("rope_scaling original_max_position_embeddings (" + std::to_string(r.original_max_position_embeddings) +
+          ") must be positive");
+    if (r.type == "llama3" && !(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor))
+      bad("rope_scaling low_freq_factor (" + std::to_string(r.low_freq_factor) + ") and high_freq_factor (" +
+          std::to_string(r.high_freq_factor) + ") must satisfy 0 < low < high");
+  }
   if (torch_dtype != "float32" && torch_dtype != "float16" && torch_dtype != "bfloat16")
     bad("torch_dtype \"" + torch_dtype + "\" (supported: float32, float16, bfloat16)");
 }
@@ -88,6 +158,20 @@ nlohmann::json ModelConfig::to_json() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
+  // transformers 4's form, which 5 reads too.
+  if (const RopeScaling& r = rope_scaling; r.type != "default") {
+    nlohmann::json rs = {{"rope_type", r.type}, {"factor", r.factor}};
+    if (r.type != "linear") rs["original_max_position_embeddings"] = r.original_max_position_embeddings;
+    if (r.type == "llama3") rs["low_freq_factor"] = r.low_freq_factor, rs["high_freq_factor"] = r.high_freq_factor;
+    if (r.type == "yarn") {
+      rs["beta_fast"] = r.beta_fast, rs["beta_slow"] = r.beta_slow;
+      if (!r.truncate) rs["truncate"] = false;
+      if (r.attention_factor) rs["attention_factor"] = *r.attention_factor;
+      if (r.mscale) rs["mscale"] = *r.mscale;
+      if (r.mscale_all_dim) rs["mscale_all_dim"] = *r.mscale_all_dim;
+    }
+    j["rope_scaling"] = rs;
+  }
   j["max_position_embeddings"] = max_position_embeddings;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["hidden_act"] = "silu";
@@ -122,8 +206,6 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   c.head_dim =
       get_or<int64_t>(j, "head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0, source);
   c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, source);
-  c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, source);
-  c.partial_rotary_factor = get_or<double>(j, "partial_rotary_factor", 1.0, source);
   c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 32768, source);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, source);
   if (c.model_type == "qwen2") {
@@ -134,13 +216,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   }
   if (c.model_type == "llama") c.mlp_bias = get_or<bool>(j, "mlp_bias", false, source);
   c.qk_norm = c.model_type == "qwen3";
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    auto& rs = j["rope_scaling"];
-    std::string type = rs.is_object() ? rs.value("rope_type", rs.value("type", "")) : "";
-    if (type != "default")
-      throw UserError(source + ": rope_scaling " + rs.dump() + " is not supported",
-                      "only plain RoPE (rope_scaling null or type \"default\") is implemented");
-  }
+  parse_rope(j, source, c);
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     throw UserError(source + ": hidden_act " + j["hidden_act"].dump() + " is not supported (silu only)");
   if (j.contains("bos_token_id") && json_int_fits<int64_t>(j["bos_token_id"]))
@@ -152,7 +228,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
       for (auto& x : e)
         if (json_int_fits<int64_t>(x)) c.eos_token_ids.push_back(x.get<int64_t>());
   }
-  c.torch_dtype = get_or<std::string>(j, "torch_dtype", "float32", source);
+  // transformers 5 writes "dtype" where 4 wrote "torch_dtype".
+  c.torch_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32", source), source);
   c.validate(source);
   return c;
 }

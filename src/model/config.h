@@ -11,6 +11,20 @@
 
 namespace brl::model {
 
+// RoPE's frequency scaling, HF's rope_scaling (transformers 4) or rope_parameters (5): Llama
+// 3.x's "llama3", YaRN ("yarn", long-context Qwen) and position interpolation ("linear"). The
+// frequencies themselves are model/layers.h's rope_frequencies.
+struct RopeScaling {
+  std::string type = "default";  // default | linear | llama3 | yarn
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;            // llama3
+  int64_t original_max_position_embeddings = 0;                    // llama3, yarn: the pretraining context
+  double beta_fast = 32.0, beta_slow = 1.0;                        // yarn
+  bool truncate = true;                                            // yarn: correction range rounded outwards
+  std::optional<double> attention_factor, mscale, mscale_all_dim;  // yarn
+  bool operator==(const RopeScaling&) const = default;
+};
+
 struct ModelConfig {
   std::string model_type = "qwen2";  // llama | qwen2 | qwen3
   int64_t vocab_size = 0;
@@ -23,6 +37,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;  // rotary on the first head_dim * factor dims
+  RopeScaling rope_scaling;
   int64_t max_position_embeddings = 32768;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (qwen2: always; llama: also o_proj)

@@ -146,7 +146,7 @@ torch::Tensor Model::forward_static(const torch::Tensor& input_ids, const torch:
 
 torch::Tensor Model::layers_forward(const torch::Tensor& input_ids, const torch::Tensor& positions,
                                     const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const {
-  auto rope = rope_cos_sin(positions, config.n_rot(), config.rope_theta, dtype());
+  auto rope = rope_cos_sin(positions, rope_frequencies(config, positions.device()), dtype());
   auto h = at::embedding(embed_tokens, input_ids);  // [B, T, C]
   // Checkpointed layers keep only their input for backward (a cache is for inference only).
   const bool ckpt = gradient_checkpointing && !cache && at::GradMode::is_enabled();

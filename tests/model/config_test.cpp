@@ -1,5 +1,7 @@
-// ModelConfig from HF config.json: published Qwen2.5-0.5B / Qwen3 / Llama fields, defaults,
-// validation messages quoting values, unknown model_type.
+// ModelConfig from HF config.json: published Qwen2.5-0.5B / Qwen3 / Llama / Llama-3.2-1B fields,
+// RoPE scaling in transformers 4's form (rope_scaling) and 5's (rope_parameters, holding
+// rope_theta; dtype for torch_dtype), defaults, validation messages quoting values, unknown
+// model_type and RoPE type.
 #include "model/config.h"
 
 #include <gtest/gtest.h>
@@ -92,13 +94,84 @@ TEST(ModelConfig, Errors) {
   j["hidden_size"] = "big";
   EXPECT_NE(error_of(j).find("hidden_size"), std::string::npos);
 
+  for (const char* type : {"dynamic", "longrope", "made-up"}) {
+    j = qwen25_05b();
+    j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
+    EXPECT_NE(error_of(j).find(std::string("type \"") + type + "\" is not supported"), std::string::npos) << type;
+  }
   j = qwen25_05b();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_NE(error_of(j).find("rope_scaling"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // no low/high_freq_factor
+  EXPECT_NE(error_of(j).find("needs \"low_freq_factor\""), std::string::npos);
+  j = qwen25_05b();
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  EXPECT_NE(error_of(j).find("per layer type"), std::string::npos);
+  j = qwen25_05b();
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.0}};
+  EXPECT_NE(error_of(j).find("factor (0.000000) must be > 0"), std::string::npos);
 
   j = qwen25_05b();
   j["rms_norm_eps"] = -1.0;
   EXPECT_NE(error_of(j).find("rms_norm_eps"), std::string::npos);
+}
+
+// Llama-3.2-1B's published config.json (the RoPE fields; transformers 4's rope_scaling).
+TEST(ModelConfig, ParsesLlama3RopeScaling) {
+  auto j = json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "bos_token_id": 128000,
+    "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
+    "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "vocab_size": 128256})");
+  auto c = ModelConfig::from_json(j);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 5e5);
+  EXPECT_EQ(c.rope_scaling.type, "llama3");
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 1);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  // Llama 3.2 1B: 1.24B parameters (published), embeddings tied.
+  EXPECT_NEAR(c.num_parameters() / 1e9, 1.236, 0.001);
+  auto d = ModelConfig::from_json(c.to_json());
+  EXPECT_EQ(d.rope_scaling, c.rope_scaling);
+  EXPECT_EQ(d.to_json(), c.to_json());
+}
+
+// transformers 5 writes rope_parameters (holding rope_theta and the type) and dtype, where 4
+// wrote rope_theta, rope_scaling and torch_dtype; a value inside the dict wins, as there.
+TEST(ModelConfig, ParsesTransformers5RopeParameters) {
+  auto j = qwen25_05b();
+  j.erase("rope_theta");
+  j.erase("torch_dtype");
+  j["dtype"] = "bfloat16";
+  j["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  auto c = ModelConfig::from_json(j);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);  // was 10000 when only the top-level key was read
+  EXPECT_EQ(c.rope_scaling.type, "default");
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  j["rope_theta"] = 10000.0;  // a stale top-level value loses to the dict's
+  EXPECT_DOUBLE_EQ(ModelConfig::from_json(j).rope_theta, 1e6);
+  j["rope_parameters"] = {{"rope_type", "yarn"},
+                          {"factor", 4.0},
+                          {"original_max_position_embeddings", 32768},
+                          {"rope_theta", 1e6},
+                          {"partial_rotary_factor", 0.5}};
+  c = ModelConfig::from_json(j);
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.beta_fast, 32);  // defaults as in transformers
+  EXPECT_DOUBLE_EQ(c.rope_scaling.beta_slow, 1);
+  EXPECT_FALSE(c.rope_scaling.attention_factor.has_value());
+  EXPECT_DOUBLE_EQ(c.partial_rotary_factor, 0.5);
+  EXPECT_EQ(c.n_rot(), 32);
+  // The old key, when both are there, as transformers 5 takes it: rope_scaling first.
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  c = ModelConfig::from_json(j);
+  EXPECT_EQ(c.rope_scaling.type, "linear");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);  // the top-level one: rope_scaling holds none
 }
 
 TEST(ModelConfig, JsonRoundTrip) {

@@ -120,6 +120,8 @@ struct OracleBatch {
     if (rslora) l.push_back("--rslora");
     lines.push_back(l);
   }
+  // The checkpoint as transformers saves it (its own current config.json form).
+  void resave(const std::string& model_dir, const std::string& out) { lines.push_back({"resave", model_dir, out}); }
   // AutoTokenizer's ids of each text (no special tokens added): one JSON list per line of stdout.
   void tokenize(const std::string& dir, const std::vector<std::string>& texts) {
     nlohmann::json l = {"tokenize", dir, "--"};

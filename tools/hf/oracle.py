@@ -10,6 +10,9 @@ tests/grpo/pretrain_hf_oracle_test.cpp). Offline: nothing is downloaded.
   oracle.py peft-lora BASE_DIR OUT_DIR [--seed S] [--r R] [--alpha A] [--rslora] [--targets q_proj,...]
       A LoRA adapter made by PEFT itself (LoraConfig + get_peft_model + save_pretrained); A and B
       then set to seeded random values (PEFT's B = 0 would leave the logits unchanged).
+  oracle.py resave MODEL_DIR OUT_DIR
+      The checkpoint as transformers itself saves it (save_pretrained: its own config.json form,
+      e.g. transformers 5's rope_parameters and dtype).
   oracle.py tokenize TOKENIZER_DIR TEXT...
       AutoTokenizer ids without special tokens: one JSON list per text, one per line (put "--"
       before texts that may start with "-").
@@ -72,6 +75,10 @@ def cmd_peft_lora(a):
     model.save_pretrained(a.out_dir)
 
 
+def cmd_resave(a):
+    load_model(a.model_dir).save_pretrained(a.out_dir)
+
+
 def cmd_tokenize(a):
     tok = AutoTokenizer.from_pretrained(a.tokenizer_dir)
     for text in a.texts:
@@ -96,6 +103,10 @@ def parser():
     pl.add_argument("--rslora", action="store_true")
     pl.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
     pl.set_defaults(run=cmd_peft_lora)
+    rs = sub.add_parser("resave")
+    rs.add_argument("model_dir")
+    rs.add_argument("out_dir")
+    rs.set_defaults(run=cmd_resave)
     tk = sub.add_parser("tokenize")
     tk.add_argument("tokenizer_dir")
     tk.add_argument("texts", nargs="*")

@@ -6,7 +6,9 @@ C++ writer). LoRA adapters for the tests are made by PEFT itself (tools/hf/oracl
   random_hf.py model SHAPE OUT_DIR [--seed S] [--std X] [--dtype F32|BF16|F16]
 
 Shapes: qwen2.5-0.5b and small (Qwen2, tied, qkv biases: bench shapes), tiny-llama (GQA,
-untied), tiny-qwen2 (biases, tied), tiny-qwen3 (q_norm/k_norm, head_dim != hidden/heads).
+untied), tiny-qwen2 (biases, tied), tiny-qwen3 (q_norm/k_norm, head_dim != hidden/heads); with
+RoPE scaling (transformers 4's rope_scaling): tiny-llama3 (Llama 3.x's llama3), tiny-qwen2-yarn,
+tiny-qwen3-linear.
 Weights ~ N(0, std), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, std); seeded, in a fixed order.
 """
 import argparse
@@ -43,8 +45,14 @@ SHAPES = {
                        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
                        attention_bias=False, max_position_embeddings=512, hidden_act="silu"),
 }
+# RoPE scalings at tiny contexts, so that they change the frequencies a 40-token test reaches.
+SHAPES["tiny-llama3"] = dict(SHAPES["tiny-llama"], rope_scaling=dict(
+    rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64))
+SHAPES["tiny-qwen2-yarn"] = dict(SHAPES["tiny-qwen2"], rope_scaling=dict(
+    type="yarn", factor=4.0, original_max_position_embeddings=128))
+SHAPES["tiny-qwen3-linear"] = dict(SHAPES["tiny-qwen3"], rope_scaling=dict(rope_type="linear", factor=2.0))
 # Tiny shapes get a larger init so attention is far from uniform and RoPE matters.
-DEFAULT_STD = {"tiny-llama": 0.1, "tiny-qwen2": 0.1, "tiny-qwen3": 0.1}
+DEFAULT_STD = {s: 0.1 for s in SHAPES if s.startswith("tiny-")}
 
 
 def tensor_shapes(h):
