@@ -12,7 +12,7 @@
 namespace brl::model {
 
 namespace {
-const std::vector<std::string> kSupported = {"llama", "qwen2", "qwen3"};
+const std::vector<std::string> kSupported = {"llama", "mistral", "qwen2", "qwen3"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -89,6 +89,29 @@ void parse_rope(const nlohmann::json& j, const std::string& source, ModelConfig&
       if (rp.contains(k) && !rp[k].is_null()) *v = get_or<double>(rp, k, 0.0, where);
   }
 }
+
+// Mistral's window, kept (forward refuses sequences longer than it). Qwen2 / Qwen3 window only
+// some layers (use_sliding_window, max_window_layers; transformers 5's layer_types): refused.
+void parse_sliding_window(const nlohmann::json& j, const std::string& source, ModelConfig& c) {
+  if (c.model_type == "mistral") {
+    if (j.contains("sliding_window") && !j["sliding_window"].is_null())
+      c.sliding_window = get_or<int64_t>(j, "sliding_window", 0, source);
+    return;
+  }
+  // As transformers 5 reads it: layer_types when given, else the layers from max_window_layers on.
+  bool windowed = false;
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    for (auto& t : j["layer_types"]) windowed = windowed || t != "full_attention";
+  } else if (get_or<bool>(j, "use_sliding_window", false, source) && j.contains("sliding_window") &&
+             !j["sliding_window"].is_null()) {
+    windowed = get_or<int64_t>(j, "max_window_layers", 28, source) < c.num_hidden_layers;
+  }
+  if (windowed)
+    throw UserError(source +
+                        ": sliding-window attention on some layers (use_sliding_window / layer_types) is not "
+                        "supported",
+                    "use a config with use_sliding_window false (every published Qwen2.5 / Qwen3 model has it)");
+}
 }  // namespace
 
 int64_t ModelConfig::n_rot() const {
@@ -128,6 +151,8 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1))
     bad("partial_rotary_factor (" + std::to_string(partial_rotary_factor) + ") must be in (0, 1]");
   if (n_rot() < 2) bad("head_dim * partial_rotary_factor leaves no rotary dimensions");
+  if (sliding_window && *sliding_window <= 0)
+    bad("sliding_window (" + std::to_string(*sliding_window) + ") must be positive or null");
   const RopeScaling& r = rope_scaling;
   if (r.type != "default") {
     if (!(r.factor > 0)) bad("rope_scaling factor (" + std::to_string(r.factor) + ") must be > 0");
@@ -144,8 +169,10 @@ void ModelConfig::validate(const std::string& source) const {
 
 nlohmann::json ModelConfig::to_json() const {
   nlohmann::json j;
-  static const std::map<std::string, std::string> arch = {
-      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  static const std::map<std::string, std::string> arch = {{"llama", "LlamaForCausalLM"},
+                                                          {"mistral", "MistralForCausalLM"},
+                                                          {"qwen2", "Qwen2ForCausalLM"},
+                                                          {"qwen3", "Qwen3ForCausalLM"}};
   j["architectures"] = {arch.count(model_type) ? arch.at(model_type) : model_type};
   j["model_type"] = model_type;
   j["vocab_size"] = vocab_size;
@@ -175,8 +202,9 @@ nlohmann::json ModelConfig::to_json() const {
   j["max_position_embeddings"] = max_position_embeddings;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["hidden_act"] = "silu";
-  if (model_type != "qwen2") j["attention_bias"] = attention_bias;
+  if (model_type == "llama" || model_type == "qwen3") j["attention_bias"] = attention_bias;
   if (model_type == "llama") j["mlp_bias"] = mlp_bias;
+  if (model_type == "mistral") j["sliding_window"] = sliding_window ? nlohmann::json(*sliding_window) : nullptr;
   if (bos_token_id) j["bos_token_id"] = *bos_token_id;
   if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
   else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
@@ -209,11 +237,12 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 32768, source);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, source);
   if (c.model_type == "qwen2") {
-    c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
-  } else {
+    c.attention_bias = true;               // Qwen2 always has q/k/v biases and no o_proj bias
+  } else if (c.model_type != "mistral") {  // Mistral's projections have no biases
     c.attention_bias = get_or<bool>(j, "attention_bias", false, source);
     c.o_proj_bias = c.model_type == "llama" && c.attention_bias;
   }
+  parse_sliding_window(j, source, c);
   if (c.model_type == "llama") c.mlp_bias = get_or<bool>(j, "mlp_bias", false, source);
   c.qk_norm = c.model_type == "qwen3";
   parse_rope(j, source, c);

@@ -1,4 +1,4 @@
-// ModelConfig: the hyper-parameters of a Llama-family decoder (Llama, Qwen2, Qwen3), read
+// ModelConfig: the hyper-parameters of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3), read
 // from and written to a Hugging Face config.json. Torch-free.
 #pragma once
 
@@ -26,7 +26,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type = "qwen2";  // llama | qwen2 | qwen3
+  std::string model_type = "qwen2";  // llama | mistral | qwen2 | qwen3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;        // C
   int64_t intermediate_size = 0;  // SwiGLU inner width
@@ -44,6 +44,9 @@ struct ModelConfig {
   bool o_proj_bias = false;     // llama's attention_bias covers o_proj too
   bool mlp_bias = false;        // llama's mlp_bias
   bool qk_norm = false;         // qwen3: per-head RMSNorm of q and k before RoPE
+  // mistral: each token attends to the last sliding_window positions (itself included). Only
+  // sequences that fit it are run (then it changes nothing): Model::forward refuses longer ones.
+  std::optional<int64_t> sliding_window;
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
   std::string torch_dtype = "float32";

@@ -19,6 +19,16 @@ Model::Model(ModelConfig cfg) : config(std::move(cfg)) {
   layers.resize(config.num_hidden_layers);
 }
 
+// Within the window a sliding-window mask hides nothing; beyond it, transformers would hide the
+// oldest slots (by slot, padding included), which the attention here does not.
+void Model::check_window(int64_t slots) const {
+  if (config.sliding_window && slots > *config.sliding_window)
+    throw UserError("a sequence of " + std::to_string(slots) +
+                        " positions is longer than the model's sliding_window (" +
+                        std::to_string(*config.sliding_window) + "): sliding-window attention is not implemented",
+                    "keep prompt + completion within it (max_prompt_length, max_completion_length)");
+}
+
 torch::Tensor positions_from_mask(const torch::Tensor& mask) {
   return (mask.to(at::kLong).cumsum(-1) - 1).clamp_min(0);
 }
@@ -97,6 +107,7 @@ torch::Tensor Model::forward(const torch::Tensor& input_ids, const torch::Tensor
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
   const int64_t off = cache ? cache->len : 0;
   const int64_t L = off + T;
+  check_window(L);
   if (cache) {
     TORCH_CHECK(cache->batch() == B, "cache batch ", cache->batch(), " != input batch ", B);
     TORCH_CHECK(L <= cache->capacity(), "KV cache full: ", L, " > ", cache->capacity());
@@ -136,6 +147,7 @@ torch::Tensor Model::forward_static(const torch::Tensor& input_ids, const torch:
   TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) == 1, "forward_static takes input_ids [B, 1]");
   TORCH_CHECK(cache.batch() == input_ids.size(0), "cache batch ", cache.batch(), " != input batch ", input_ids.size(0));
   const int64_t B = input_ids.size(0), L = cache.capacity();
+  check_window(L);
   cache.valid.index_fill_(1, slot, true);
   // Every slot not yet written is invalid, so validity alone is causal for one new token.
   auto mask = at::zeros({B, L}, at::TensorOptions().dtype(dtype()).device(device()))

@@ -96,6 +96,8 @@ class Model {
   void to(torch::Device device);
 
  private:
+  // UserError where `slots` key positions exceed config.sliding_window.
+  void check_window(int64_t slots) const;
   // mask: additive [B, 1, 1, T, L] or undefined. slot defined: static-cache write (forward_static).
   torch::Tensor attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x, const RopeCosSin& rope,
                           const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const;

@@ -34,7 +34,7 @@ namespace hf = test::hf;
 namespace {
 const int kThreads = test::init_threads();
 const int64_t kT = static_cast<int64_t>(hf::tiny_tokens().size());
-const std::vector<std::string> kTypes = {"llama", "qwen2", "qwen3"};
+const std::vector<std::string> kTypes = {"llama", "qwen2", "qwen3", "mistral"};
 
 // ---- bucketrl's adapters and merged models, and what transformers/PEFT make of them ---------------
 
@@ -53,7 +53,7 @@ LoraConfig our_lora(const std::string& type) {
   c.r = 4;
   c.lora_alpha = 8;
   c.target_modules = {"all-linear"};
-  c.use_rslora = type == "qwen3";  // alpha / sqrt(r) on one of the three
+  c.use_rslora = type == "qwen3";  // alpha / sqrt(r) on one of the four
   c.init_seed = 5;
   return c;
 }
@@ -146,7 +146,8 @@ TEST(PeftOracle, PeftWrittenAdapterThroughOurPeftLoader) {
   const std::string all = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
   const std::vector<Case> cases = {{"tiny-llama", all, 4, 8, false, 7},
                                    {"tiny-qwen2", "q_proj,v_proj,down_proj", 8, 16, false, 3},
-                                   {"tiny-qwen3", all, 4, 8, true, 7}};
+                                   {"tiny-qwen3", all, 4, 8, true, 7},
+                                   {"tiny-mistral", "q_proj,k_proj,v_proj,o_proj", 4, 8, false, 4}};
   TempDir dir;
   hf::OracleBatch batch;
   for (auto& c : cases) {

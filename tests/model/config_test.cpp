@@ -1,4 +1,5 @@
-// ModelConfig from HF config.json: published Qwen2.5-0.5B / Qwen3 / Llama / Llama-3.2-1B fields,
+// ModelConfig from HF config.json: published Qwen2.5-0.5B / Qwen3 / Llama / Llama-3.2-1B /
+// Mistral-7B-v0.3 fields, sliding windows (Mistral's kept, Qwen's per-layer ones refused),
 // RoPE scaling in transformers 4's form (rope_scaling) and 5's (rope_parameters, holding
 // rope_theta; dtype for torch_dtype), defaults, validation messages quoting values, unknown
 // model_type and RoPE type.
@@ -79,7 +80,7 @@ TEST(ModelConfig, Errors) {
   j["model_type"] = "gpt2";
   auto e = error_of(j);
   EXPECT_NE(e.find("gpt2"), std::string::npos) << e;
-  EXPECT_NE(e.find("llama, qwen2, qwen3"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama, mistral, qwen2, qwen3"), std::string::npos) << e;
 
   j = qwen25_05b();
   j["num_key_value_heads"] = 3;
@@ -174,8 +175,48 @@ TEST(ModelConfig, ParsesTransformers5RopeParameters) {
   EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);  // the top-level one: rope_scaling holds none
 }
 
+// Mistral-7B-Instruct-v0.3's published config.json (sliding_window null, no biases).
+TEST(ModelConfig, ParsesMistral) {
+  auto j = json::parse(R"({
+    "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+    "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 32768})");
+  auto c = ModelConfig::from_json(j);
+  EXPECT_EQ(c.model_type, "mistral");
+  EXPECT_FALSE(c.attention_bias || c.o_proj_bias || c.mlp_bias || c.qk_norm);
+  EXPECT_FALSE(c.sliding_window.has_value());
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_NEAR(c.num_parameters() / 1e9, 7.248, 0.001);  // published: 7.25B
+  j["sliding_window"] = 4096;                           // Mistral-7B-v0.1's
+  c = ModelConfig::from_json(j);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(ModelConfig::from_json(c.to_json()).sliding_window, 4096);
+  j["attention_bias"] = true;  // not a Mistral field: transformers' Mistral has no biases
+  EXPECT_FALSE(ModelConfig::from_json(j).attention_bias);
+}
+
+// Qwen2 / Qwen3 window only the layers from max_window_layers on: not implemented, refused,
+// where published models (use_sliding_window false) load.
+TEST(ModelConfig, QwenSlidingWindowLayersRefused) {
+  auto j = qwen25_05b();
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 21;
+  EXPECT_NE(error_of(j).find("sliding-window attention on some layers"), std::string::npos);
+  j["max_window_layers"] = 24;  // no layer from 24 on: nothing windowed
+  EXPECT_EQ(error_of(j), "");
+  j = qwen25_05b();
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 24; ++i) j["layer_types"].push_back(i < 20 ? "full_attention" : "sliding_attention");
+  EXPECT_NE(error_of(j).find("sliding-window attention on some layers"), std::string::npos);
+  for (auto& t : j["layer_types"]) t = "full_attention";  // transformers 5's form of Qwen2.5's
+  EXPECT_EQ(error_of(j), "");
+}
+
 TEST(ModelConfig, JsonRoundTrip) {
-  for (std::string type : {"llama", "qwen2", "qwen3"}) {
+  for (std::string type : {"llama", "qwen2", "qwen3", "mistral"}) {
     auto j = qwen25_05b();
     j["model_type"] = type;
     auto c = ModelConfig::from_json(j);

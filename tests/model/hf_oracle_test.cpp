@@ -1,6 +1,7 @@
 // Our decoder's logits against Hugging Face transformers (AutoModelForCausalLM, float32, eager
 // attention), run live by tools/hf/oracle.py from .venv: random tiny Llama (GQA, untied),
-// Qwen2 (qkv biases, tied) and Qwen3 (q/k norm, head_dim != C/heads) checkpoints.
+// Qwen2 (qkv biases, tied), Qwen3 (q/k norm, head_dim != C/heads) and Mistral (no biases; a
+// sliding window wider than the sequence) checkpoints.
 // Both directions of the file format: checkpoints written by Python (tools/hf/random_hf.py,
 // numpy) and read by our loader, through the full forward and token by token through our KV
 // cache; checkpoints written by our writer (F32 and BF16) and read by transformers.
@@ -28,7 +29,7 @@ namespace hf = brl::test::hf;
 
 namespace {
 const int kThreads = brl::test::init_threads();
-const std::vector<std::string> kShapes = {"tiny-llama", "tiny-qwen2", "tiny-qwen3"};
+const std::vector<std::string> kShapes = {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-mistral-sw"};
 const int64_t kT = static_cast<int64_t>(hf::tiny_tokens().size());
 
 at::Tensor theirs(const TempDir& dir, const std::string& name) { return hf::read_logits(dir.str(name), kT); }
@@ -63,7 +64,7 @@ TEST(HfOracle, OurCheckpointThroughTransformers) {
   TempDir dir;
   hf::OracleBatch batch;
   std::vector<std::string> cases;
-  for (std::string type : {"llama", "qwen2", "qwen3"}) {
+  for (std::string type : {"llama", "qwen2", "qwen3", "mistral"}) {
     for (auto dtype : {at::kFloat, at::kBFloat16}) {
       std::string name = type + (dtype == at::kFloat ? "-f32" : "-bf16");
       write_random_checkpoint(brl::test::tiny_config(type), 31, dir.str(name), dtype, 0.15);

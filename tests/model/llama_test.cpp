@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "util/error.h"
 #include "model/loader.h"
 #include "model/logprobs.h"
 #include "logprobs_check.h"
@@ -156,7 +157,28 @@ TEST_P(Families, LeftPaddingMatchesUnpadded) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Model, Families, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Model, Families, ::testing::Values("llama", "qwen2", "qwen3", "mistral"));
+
+// Within Mistral's sliding window its mask hides nothing; beyond it transformers hides the oldest
+// slots, which our attention does not: refused by name, whole or through a cache, not run.
+TEST(Model, SequenceLongerThanSlidingWindowRefused) {
+  auto cfg = tiny_config("mistral");
+  cfg.sliding_window = 8;
+  auto m = random_model(cfg, 3);
+  std::vector<int64_t> ids = {5, 9, 2, 7, 1, 3, 8, 4, 6};
+  EXPECT_NO_THROW(m.logits(ids_of({ids.begin(), ids.begin() + 8})));
+  try {
+    m.logits(ids_of(ids));
+    ADD_FAILURE() << "9 positions ran past a window of 8";
+  } catch (const brl::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than the model's sliding_window (8)"), std::string::npos) << e.what();
+  }
+  auto cache = m.new_cache(1, 16);
+  auto pos = at::arange(8, at::kLong).view({1, 8});
+  at::NoGradGuard ng;
+  m.forward(ids_of({ids.begin(), ids.begin() + 8}, {1, 8}), pos, &cache);
+  EXPECT_THROW(m.forward(ids_of({ids[8]}, {1, 1}), at::full({1, 1}, 8, at::kLong), &cache), brl::UserError);
+}
 
 TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradientsAndEntropies) {
   at::manual_seed(3);

@@ -151,7 +151,7 @@ TEST(Loader, ErrorsNameTheTensor) {
     brl::test::write_file(d.str("config.json"), j.dump());
     auto e = load_error(d.str());
     EXPECT_NE(e.find("mamba"), std::string::npos) << e;
-    EXPECT_NE(e.find("llama, qwen2, qwen3"), std::string::npos) << e;
+    EXPECT_NE(e.find("llama, mistral, qwen2, qwen3"), std::string::npos) << e;
   }
   {  // truncated weights file names the file
     TempDir d;

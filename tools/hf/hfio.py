@@ -108,8 +108,8 @@ def read_config(folder):
     with open(path) as f:
         cfg = json.load(f)
     mt = cfg.get("model_type")
-    if mt not in ("llama", "qwen2", "qwen3"):
-        raise SystemExit(f"{path}: model_type {mt!r} is not one of llama, qwen2, qwen3")
+    if mt not in ("llama", "mistral", "qwen2", "qwen3"):
+        raise SystemExit(f"{path}: model_type {mt!r} is not one of llama, mistral, qwen2, qwen3")
     return cfg
 
 

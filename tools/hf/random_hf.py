@@ -8,7 +8,8 @@ C++ writer). LoRA adapters for the tests are made by PEFT itself (tools/hf/oracl
 Shapes: qwen2.5-0.5b and small (Qwen2, tied, qkv biases: bench shapes), tiny-llama (GQA,
 untied), tiny-qwen2 (biases, tied), tiny-qwen3 (q_norm/k_norm, head_dim != hidden/heads); with
 RoPE scaling (transformers 4's rope_scaling): tiny-llama3 (Llama 3.x's llama3), tiny-qwen2-yarn,
-tiny-qwen3-linear.
+tiny-qwen3-linear; tiny-mistral (no biases, head_dim != hidden/heads) and tiny-mistral-sw
+(sliding_window 64).
 Weights ~ N(0, std), norm weights ~ 1 + N(0, 0.1), biases ~ N(0, std); seeded, in a fixed order.
 """
 import argparse
@@ -45,6 +46,14 @@ SHAPES = {
                        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
                        attention_bias=False, max_position_embeddings=512, hidden_act="silu"),
 }
+# Mistral: Llama's layout without biases; head_dim != hidden/heads as in Mistral-Nemo; with a
+# sliding window wider than the tests' sequences (where it hides nothing).
+SHAPES["tiny-mistral"] = dict(model_type="mistral", architectures=["MistralForCausalLM"], vocab_size=128,
+                              hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, intermediate_size=96, head_dim=24,
+                              rope_theta=1000000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                              sliding_window=None, max_position_embeddings=512, hidden_act="silu")
+SHAPES["tiny-mistral-sw"] = dict(SHAPES["tiny-mistral"], sliding_window=64)
 # RoPE scalings at tiny contexts, so that they change the frequencies a 40-token test reaches.
 SHAPES["tiny-llama3"] = dict(SHAPES["tiny-llama"], rope_scaling=dict(
     rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64))
