@@ -188,6 +188,12 @@ std::vector<Example> load_jsonl(const std::string& path) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     std::string where = path + ":" + std::to_string(n);
     if (j.is_discarded() || !j.is_object()) throw UserError(where + ": not a JSON object");
+    if (j.contains("prompt") && j["prompt"].is_array())  // TRL's conversational form
+      throw UserError(where +
+                          ": \"prompt\" is a list of messages (TRL's conversational form); chat templates are "
+                          "not applied here yet",
+                      "render each prompt to text with the model's template first, e.g. in Python "
+                      "tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)");
     if (!j.contains("prompt") || !j["prompt"].is_string()) throw UserError(where + ": missing string field \"prompt\"");
     Example e;
     e.prompt = j["prompt"].get<std::string>();

@@ -145,13 +145,22 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
   ASSERT_EQ(ex.size(), 2u);
   EXPECT_EQ(ex[0].answer, "1");
   EXPECT_EQ(ex[0].extra["level"], 3);
+  // load_jsonl's error for `path`, or "" where it loaded.
+  auto error_of = [](const std::string& path) -> std::string {
+    try {
+      load_jsonl(path);
+    } catch (const brl::UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
   std::string bad = tmpfile("bad.jsonl", "{\"prompt\":\"a\"}\n{\"answer\":1}\n");
-  try {
-    load_jsonl(bad);
-    FAIL();
-  } catch (const brl::UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(bad + ":2: missing string field \"prompt\""), std::string::npos) << e.what();
-  }
+  EXPECT_NE(error_of(bad).find(bad + ":2: missing string field \"prompt\""), std::string::npos) << error_of(bad);
+  // TRL's conversational form: refused with the way to render it, not as a missing field.
+  std::string chat = tmpfile("chat.jsonl", "{\"prompt\":[{\"role\":\"user\",\"content\":\"2+2?\"}],\"answer\":4}\n");
+  const std::string e = error_of(chat);
+  EXPECT_NE(e.find(chat + ":1: \"prompt\" is a list of messages"), std::string::npos) << e;
+  EXPECT_NE(e.find("apply_chat_template"), std::string::npos) << e;
   std::string lines;
   for (int i = 0; i < 40; ++i)
     lines += "{\"prompt\":\"p" + std::to_string(i) + "\",\"answer\":" + std::to_string(i) + "}\n";

@@ -108,8 +108,8 @@ def read_config(folder):
     with open(path) as f:
         cfg = json.load(f)
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "qwen2", "qwen3"):
-        raise SystemExit(f"{path}: model_type {mt!r} is not one of llama, mistral, qwen2, qwen3")
+    if mt not in ("llama", "qwen2", "qwen3"):
+        raise SystemExit(f"{path}: model_type {mt!r} is not one of llama, qwen2, qwen3")
     return cfg
 
 
@@ -120,6 +120,10 @@ def hparams(cfg):
     if not cfg.get("head_dim"):
         h["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
     h.setdefault("rms_norm_eps", 1e-6)
+    # transformers 5 keeps rope_theta (and partial_rotary_factor) inside rope_parameters.
+    for k in ("rope_theta", "partial_rotary_factor"):
+        if k in (cfg.get("rope_parameters") or {}):
+            h[k] = cfg["rope_parameters"][k]
     h.setdefault("rope_theta", 10000.0)
     h.setdefault("tie_word_embeddings", False)
     h.setdefault("max_position_embeddings", 32768)

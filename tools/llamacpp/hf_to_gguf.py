@@ -81,8 +81,9 @@ def add_hparams(w, h):
 def convert_model(hf_dir, out, outtype):
     cfg = hfio.read_config(hf_dir)
     h = hfio.hparams(cfg)
-    if cfg.get("rope_scaling") not in (None, {}) and cfg["rope_scaling"].get("rope_type", cfg["rope_scaling"].get("type")) != "default":
-        raise SystemExit(f"{hf_dir}/config.json: rope_scaling {cfg['rope_scaling']} is not supported")
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}  # transformers 4's key, 5's
+    if rope.get("rope_type", rope.get("type", "default")) != "default":
+        raise SystemExit(f"{hf_dir}/config.json: RoPE scaling {rope} is not supported")
     if h["model_type"] == "llama" and h["n_rot"] != h["head_dim"]:
         raise SystemExit(f"{hf_dir}/config.json: llama with partial rotary is not supported")
     tensors = hfio.read_model_tensors(hf_dir)
