@@ -24,7 +24,9 @@ template <class T>
 T get_or(const nlohmann::json& j, const char* key, T def, const std::string& source) {
   if (!j.contains(key) || j[key].is_null()) return def;
   try {
-    return j[key].get<T>();
+    // Integers strictly (json_int.h): a plain cast of {"hidden_size": 1e300} is undefined.
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return json_int<T>(j[key]);
+    else return j[key].get<T>();
   } catch (const nlohmann::json::exception&) {
     throw UserError(source + ": field \"" + key + "\" has the wrong type (" + j[key].dump() + ")");
   }
@@ -159,6 +161,8 @@ void ModelConfig::validate(const std::string& source) const {
     if (r.original_max_position_embeddings <= 0)
       bad("rope_scaling original_max_position_embeddings (" + std::to_string(r.original_max_position_embeddings) +
           ") must be positive");
+    if (r.type == "yarn" && !(rope_theta > 1))  // its correction range divides by log(theta)
+      bad("rope_theta (" + std::to_string(rope_theta) + ") must be > 1 with yarn RoPE scaling");
     if (r.type == "llama3" && !(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor))
       bad("rope_scaling low_freq_factor (" + std::to_string(r.low_freq_factor) + ") and high_freq_factor (" +
           std::to_string(r.high_freq_factor) + ") must satisfy 0 < low < high");

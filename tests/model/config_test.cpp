@@ -110,6 +110,15 @@ TEST(ModelConfig, Errors) {
   j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.0}};
   EXPECT_NE(error_of(j).find("factor (0.000000) must be > 0"), std::string::npos);
 
+  for (json v : {json(1e300), json(896.5), json("896")}) {  // a float cast to int64 would be undefined
+    j = qwen25_05b();
+    j["hidden_size"] = v;
+    EXPECT_NE(error_of(j).find("field \"hidden_size\" has the wrong type"), std::string::npos) << v;
+  }
+  j = qwen25_05b();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1e300}};
+  EXPECT_NE(error_of(j).find("\"original_max_position_embeddings\" has the wrong type"), std::string::npos);
+
   j = qwen25_05b();
   j["rms_norm_eps"] = -1.0;
   EXPECT_NE(error_of(j).find("rms_norm_eps"), std::string::npos);
