@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace brl::model {
 
@@ -48,7 +49,7 @@ RopeFrequencies rope_frequencies(const ModelConfig& config, c10::Device device) 
     // longer than context / low_freq_factor are divided by factor, those between are blended.
     const double ctx = static_cast<double>(r.original_max_position_embeddings);
     const double low_wavelen = ctx / r.low_freq_factor, high_wavelen = ctx / r.high_freq_factor;
-    auto wavelen = at::reciprocal(f.inv_freq) * (2 * M_PI);  // Python's scalar / tensor
+    auto wavelen = at::reciprocal(f.inv_freq) * (2 * std::numbers::pi);  // Python's scalar / tensor
     auto scaled = at::where(wavelen > low_wavelen, f.inv_freq / r.factor, f.inv_freq);
     auto smooth = (at::reciprocal(wavelen) * ctx - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
     auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
@@ -57,7 +58,9 @@ RopeFrequencies rope_frequencies(const ModelConfig& config, c10::Device device) 
   } else if (r.type == "yarn") {
     const double base = config.rope_theta, ctx = static_cast<double>(r.original_max_position_embeddings);
     // The dimension that turns n times over the pretraining context, rounded outwards.
-    auto correction_dim = [&](double n) { return dim * std::log(ctx / (n * 2 * M_PI)) / (2 * std::log(base)); };
+    auto correction_dim = [&](double n) {
+      return dim * std::log(ctx / (n * 2 * std::numbers::pi)) / (2 * std::log(base));
+    };
     double low = correction_dim(r.beta_fast), high = correction_dim(r.beta_slow);
     if (r.truncate) low = std::floor(low), high = std::ceil(high);
     low = std::max(low, 0.0), high = std::min(high, static_cast<double>(dim - 1));
