@@ -1,5 +1,5 @@
 // Generation on the GPU against the CPU: greedy and sampled tokens of random parity models in
-// f32 equal the CPU's (same uniforms per completion), the prefill's fused attention equals the
+// f32 (Llama, Qwen2, Qwen3, Mistral; Llama 3.x's and YaRN's RoPE scaling) equal the CPU's (same uniforms per completion), the prefill's fused attention equals the
 // CPU's attention, bf16 logits stay within bf16's tolerance of f32, and CUDA-graph replay gives
 // bit-identical results to the same steps run eagerly. Skips without a GPU.
 #include <ATen/ATen.h>
@@ -25,6 +25,20 @@ model::Model on_cuda(const model::ModelConfig& c, uint64_t seed, double std, at:
   return m;
 }
 
+// A tiny_config family, or one with RoPE scaling ("llama3": Llama 3.x's; "qwen2-yarn": YaRN's,
+// with its attention factor), whose frequencies the GPU computes on the device.
+model::ModelConfig family(const std::string& name) {
+  const bool llama3 = name == "llama3", yarn = name == "qwen2-yarn";
+  auto c = test::tiny_config(llama3 ? "llama" : yarn ? "qwen2" : name);
+  if (llama3 || yarn) {
+    c.max_position_embeddings = 512;
+    c.rope_scaling.type = llama3 ? "llama3" : "yarn";
+    c.rope_scaling.factor = llama3 ? 8 : 4;
+    c.rope_scaling.original_max_position_embeddings = 16;  // shorter than the sequences here
+  }
+  return c;
+}
+
 void expect_same(const std::vector<gen::Completion>& gpu, const std::vector<gen::Completion>& cpu, double lp_tol,
                  const std::string& what) {
   ASSERT_EQ(gpu.size(), cpu.size());
@@ -43,7 +57,7 @@ class CudaFamilies : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaFamilies, GreedyAndSampledEqualCpuInF32) {
   REQUIRE_GPU();
   test::strict_fp32();
-  auto c = test::tiny_config(GetParam());
+  auto c = family(GetParam());
   auto cpu = model::random_model(c, 41, 0.3);
   auto gpu = on_cuda(c, 41, 0.3);
   std::vector<GenerateOptions> cases(3);
@@ -61,7 +75,8 @@ TEST_P(CudaFamilies, GreedyAndSampledEqualCpuInF32) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cuda, CudaFamilies, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaFamilies,
+                         ::testing::Values("llama", "qwen2", "qwen3", "mistral", "llama3", "qwen2-yarn"));
 
 TEST(CudaGenerate, FusedPrefillAttentionEqualsCpu) {
   REQUIRE_GPU();
