@@ -40,13 +40,7 @@ Session open_session(const RunConfig& cfg) {
             tasks::make_task(cfg.task),
             {}};
   // Refused here rather than at the first forward past the window, mid-run.
-  if (const auto& w = s.model.config.sliding_window;
-      w && cfg.grpo.max_prompt_length + cfg.grpo.max_completion_length > *w)
-    throw UserError("grpo.max_prompt_length + grpo.max_completion_length (" +
-                        std::to_string(cfg.grpo.max_prompt_length + cfg.grpo.max_completion_length) +
-                        ") exceed the base model's sliding_window (" + std::to_string(*w) +
-                        "): sliding-window attention is not implemented",
-                    "lower them to fit the window");
+  s.model.check_window(cfg.grpo.max_prompt_length + cfg.grpo.max_completion_length);
   lora::attach(s.model, cfg.lora);  // on the model's device; f32 over a bf16 base
   for (auto& r : s.task->rewards) s.reward_weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
   return s;

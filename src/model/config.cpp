@@ -32,7 +32,8 @@ T get_or(const nlohmann::json& j, const char* key, T def, const std::string& sou
   }
 }
 
-// RoPE's base, rotary fraction and scaling, as transformers reads them: from rope_scaling
+// RoPE's base, rotary fraction and scaling (after max_position_embeddings, a default of the
+// pretraining context), as transformers reads them: from rope_scaling
 // (transformers 4's key) or else rope_parameters (5's, which also holds rope_theta and
 // partial_rotary_factor); a value inside the dict wins over the top-level one.
 void parse_rope(const nlohmann::json& j, const std::string& source, ModelConfig& c) {
@@ -48,7 +49,7 @@ void parse_rope(const nlohmann::json& j, const std::string& source, ModelConfig&
   for (auto& [k, v] : rp.items())
     if (v.is_object())
       throw UserError(source + ": " + key + " per layer type (\"" + k + "\") is not supported",
-                      "llama, qwen2 and qwen3 take one RoPE for every layer: give one flat " + std::string(key));
+                      "these model types take one RoPE for every layer: give one flat " + std::string(key));
   const std::string where = source + ": " + (key ? key : "config");
   c.rope_theta = get_or<double>(rp, "rope_theta", get_or<double>(j, "rope_theta", 10000.0, source), where);
   c.partial_rotary_factor =
@@ -60,26 +61,25 @@ void parse_rope(const nlohmann::json& j, const std::string& source, ModelConfig&
   if (std::find(kRopeTypes.begin(), kRopeTypes.end(), r.type) == kRopeTypes.end())
     throw UserError(where + " type \"" + r.type + "\" is not supported (" + rp.dump() + ")",
                     "supported RoPE types: " + join(kRopeTypes));
-  auto need = [&](const char* k) {
+  auto required = [&](const char* k) {
     if (!rp.contains(k) || rp[k].is_null())
       throw UserError(where + ": RoPE type \"" + r.type + "\" needs \"" + k + "\" (" + rp.dump() + ")",
                       "fix the model's config.json");
+    return get_or<double>(rp, k, 0.0, where);
   };
-  const int64_t max_pos = get_or<int64_t>(j, "max_position_embeddings", 32768, source);
   // Where the pretraining context is not given, transformers takes max_position_embeddings.
   r.original_max_position_embeddings =
       get_or<int64_t>(rp, "original_max_position_embeddings",
-                      get_or<int64_t>(j, "original_max_position_embeddings", max_pos, source), where);
+                      get_or<int64_t>(j, "original_max_position_embeddings", c.max_position_embeddings, source), where);
   if (r.type == "linear") {
-    need("factor");
-    r.factor = get_or<double>(rp, "factor", 1.0, where);
+    r.factor = required("factor");
   } else if (r.type == "llama3") {
-    for (const char* k : {"factor", "low_freq_factor", "high_freq_factor"}) need(k);
-    r.factor = get_or<double>(rp, "factor", 1.0, where);
-    r.low_freq_factor = get_or<double>(rp, "low_freq_factor", 1.0, where);
-    r.high_freq_factor = get_or<double>(rp, "high_freq_factor", 4.0, where);
+    r.factor = required("factor");
+    r.low_freq_factor = required("low_freq_factor");
+    r.high_freq_factor = required("high_freq_factor");
   } else {  // yarn; a null factor is the ratio of the two contexts
-    r.factor = get_or<double>(rp, "factor", static_cast<double>(max_pos) / r.original_max_position_embeddings, where);
+    r.factor = get_or<double>(
+        rp, "factor", static_cast<double>(c.max_position_embeddings) / r.original_max_position_embeddings, where);
     // HF: `get("beta_fast") or 32`, so 0 means the default too.
     r.beta_fast = get_or<double>(rp, "beta_fast", 0.0, where);
     r.beta_slow = get_or<double>(rp, "beta_slow", 0.0, where);

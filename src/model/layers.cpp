@@ -67,8 +67,8 @@ RopeFrequencies rope_frequencies(const ModelConfig& config, c10::Device device) 
     if (low == high) high += 0.001;
     auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
     auto pos_freqs = at::pow(base, at::arange(0, dim, 2, opts) / static_cast<double>(dim));
-    auto extrapolation = at::reciprocal(pos_freqs) * 1.0;
-    auto interpolation = at::reciprocal(r.factor * pos_freqs) * 1.0;
+    auto extrapolation = at::reciprocal(pos_freqs);
+    auto interpolation = at::reciprocal(r.factor * pos_freqs);
     auto ramp = ((at::arange(dim / 2, opts) - low) / (high - low)).clamp(0, 1);
     auto extrapolation_factor = 1 - ramp;
     f.inv_freq = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;

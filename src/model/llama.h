@@ -95,9 +95,11 @@ class Model {
   // Moves every weight and LoRA slot to device (keeping dtypes and requires_grad).
   void to(torch::Device device);
 
- private:
-  // UserError where `slots` key positions exceed config.sliding_window.
+  // UserError where a sequence of `slots` positions exceeds config.sliding_window (sliding-
+  // window attention is not implemented; within the window it would hide nothing).
   void check_window(int64_t slots) const;
+
+ private:
   // mask: additive [B, 1, 1, T, L] or undefined. slot defined: static-cache write (forward_static).
   torch::Tensor attention(const DecoderLayer& layer, int64_t index, const torch::Tensor& x, const RopeCosSin& rope,
                           const torch::Tensor& mask, KvCache* cache, const torch::Tensor& slot) const;

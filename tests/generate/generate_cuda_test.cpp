@@ -1,7 +1,8 @@
 // Generation on the GPU against the CPU: greedy and sampled tokens of random parity models in
-// f32 (Llama, Qwen2, Qwen3, Mistral; Llama 3.x's and YaRN's RoPE scaling) equal the CPU's (same uniforms per completion), the prefill's fused attention equals the
-// CPU's attention, bf16 logits stay within bf16's tolerance of f32, and CUDA-graph replay gives
-// bit-identical results to the same steps run eagerly. Skips without a GPU.
+// f32 (Llama, Qwen2, Qwen3, Mistral; Llama 3.x's and YaRN's RoPE scaling) equal the CPU's (same
+// uniforms per completion), the prefill's fused attention equals the CPU's attention, bf16
+// logits stay within bf16's tolerance of f32, and CUDA-graph replay gives bit-identical results
+// to the same steps run eagerly. Skips without a GPU.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
