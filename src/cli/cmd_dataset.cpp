@@ -35,7 +35,9 @@ cli::RunFn setup_dataset(CLI::App& app) {
     auto task = tasks::make_task(cfg.task);
     auto print = [](const tasks::Example& e) {
       nlohmann::json j = e.extra.is_object() ? e.extra : nlohmann::json::object();
-      j["prompt"] = e.prompt;
+      j["prompt"] = e.prompt_json();
+      if (!e.chat_template_kwargs.is_null())
+        j["chat_template_kwargs"] = nlohmann::json::parse(e.chat_template_kwargs.dump());
       j["answer"] = e.answer;
       std::printf("%s\n", j.dump().c_str());
     };

@@ -132,7 +132,7 @@ cli::RunFn setup_merge(CLI::App& app) {
     lora::load_peft(m, adapter);
     lora::merge(m);
     model::save_model(m, out);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja"})
       if (fs::exists(fs::path(model_dir) / f))
         fs::copy_file(fs::path(model_dir) / f, fs::path(out) / f, fs::copy_options::overwrite_existing);
     std::printf("merged model written to %s\n", out.c_str());

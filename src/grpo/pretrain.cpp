@@ -125,6 +125,9 @@ tasks::Example pretrain_example(const tasks::Task& task, uint64_t i, const Pretr
   if (!(o.label_error_rate >= 0 && o.label_error_rate <= 1))
     throw UserError("pretrain label_error_rate (" + std::to_string(o.label_error_rate) + ") must be in [0, 1]");
   tasks::Example e = task.train_example(i, 0, 1);
+  if (!e.messages.is_null())
+    throw UserError("pretrain takes text prompts; this dataset's are lists of messages",
+                    "pretrain on a text-prompt dataset (the demo's tasks are), then train on the conversational one");
   // A fresh draw per showing, so the model learns the habit's rate, not a list of problems.
   double u = static_cast<double>(splitmix64(o.seed ^ splitmix64(i)) >> 11) * 0x1.0p-53;  // [0, 1)
   if (u < o.label_error_rate) e.answer = habit_answer(e, o.habit);

@@ -12,6 +12,7 @@
 #include "model/device.h"
 #include "model/tensor_io.h"
 #include "tasks/rewards.h"
+#include "tokenizer/chat_template.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -28,12 +29,24 @@ std::vector<int64_t> stop_ids(const tok::Tokenizer& tk) {
   return s;
 }
 
-std::vector<int32_t> encode_prompt(const tok::Tokenizer& tk, const std::string& text, int max_len) {
-  auto ids = tk.encode(text, /*add_special_tokens=*/true);
+}  // namespace
+
+std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len) {
+  std::vector<int32_t> ids;
+  if (e.messages.is_null()) {
+    ids = tk.encode(e.prompt, /*add_special_tokens=*/true);
+  } else {
+    const tok::ChatTemplate* t = tk.chat_template();
+    if (!t)
+      throw UserError("the dataset's prompts are lists of messages, but the base model has no chat template",
+                      "give the model folder a chat_template.jinja (or tokenizer_config.json \"chat_template\"), "
+                      "or write the prompts as text");
+    ids = tk.encode(t->apply_prompt(e.messages, e.chat_template_kwargs, "a conversational prompt"),
+                    /*add_special_tokens=*/false);
+  }
   if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
   return ids;
 }
-}  // namespace
 
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens) {
   std::vector<int32_t> t = tokens;
@@ -87,7 +100,7 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
     std::vector<std::vector<int32_t>> prompts;
     std::vector<const tasks::Example*> ex;
     for (size_t i = b; i < e; ++i) {
-      prompts.push_back(encode_prompt(tk, set[i].prompt, 1 << 20));
+      prompts.push_back(prompt_ids(tk, set[i], 1 << 20));
       for (int64_t s = 0; s < o.num_generations; ++s) ex.push_back(&set[i]);
     }
     o.max_new_tokens = max_new_tokens;
@@ -387,6 +400,8 @@ GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task&
   cfg_.validate();
   weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
   policy_ = std::make_unique<PolicyOptimizer>(m_, cfg_);
+  // A conversational dataset without a usable template fails here, not mid-run.
+  prompt_ids(tk_, task_.train_example(0, shard_, num_shards_), cfg_.max_prompt_length);
 }
 
 GrpoTrainer::~GrpoTrainer() = default;
@@ -413,7 +428,7 @@ StepStats GrpoTrainer::step() {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < P; ++i) {
     examples.push_back(task_.train_example(cursor_ + i, shard_, num_shards_));
-    prompts.push_back(encode_prompt(tk_, examples.back().prompt, cfg_.max_prompt_length));
+    prompts.push_back(prompt_ids(tk_, examples.back(), cfg_.max_prompt_length));
   }
   cursor_ += P;
   // 2. Generate G completions per prompt with the current policy.

@@ -88,7 +88,7 @@ std::vector<double> CommandReward::score(const std::vector<const Example*>& ex, 
   std::ostringstream in;
   for (size_t i = 0; i < comp.size(); ++i) {
     nlohmann::json j = ex[i]->extra;
-    j["prompt"] = ex[i]->prompt;
+    j["prompt"] = ex[i]->prompt_json();
     j["answer"] = ex[i]->answer;
     j["completion"] = comp[i];
     in << j.dump() << "\n";

@@ -176,6 +176,23 @@ class JsonlTask : public Task {
 
 }  // namespace
 
+nlohmann::json Example::prompt_json() const {
+  if (messages.is_null()) return prompt;
+  return nlohmann::json::parse(messages.dump());
+}
+
+namespace {
+// Shape only: the template decides what a message may hold.
+void check_messages(const nlohmann::ordered_json& m, const std::string& where) {
+  if (m.empty()) throw UserError(where + ": \"prompt\" is an empty list of messages");
+  for (size_t i = 0; i < m.size(); ++i)
+    if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string())
+      throw UserError(
+          where + ": message " + std::to_string(i) + " of \"prompt\" is not a {\"role\": ..., \"content\": ...} object",
+          "TRL's conversational prompts are lists like [{\"role\": \"user\", \"content\": \"2+2?\"}]");
+}
+}  // namespace
+
 std::vector<Example> load_jsonl(const std::string& path) {
   std::ifstream f(path);
   if (!f)
@@ -188,15 +205,22 @@ std::vector<Example> load_jsonl(const std::string& path) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     std::string where = path + ":" + std::to_string(n);
     if (j.is_discarded() || !j.is_object()) throw UserError(where + ": not a JSON object");
-    if (j.contains("prompt") && j["prompt"].is_array())  // TRL's conversational form
-      throw UserError(where +
-                          ": \"prompt\" is a list of messages (TRL's conversational form); chat templates are "
-                          "not applied here yet",
-                      "render each prompt to text with the model's template first, e.g. in Python "
-                      "tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)");
-    if (!j.contains("prompt") || !j["prompt"].is_string()) throw UserError(where + ": missing string field \"prompt\"");
     Example e;
-    e.prompt = j["prompt"].get<std::string>();
+    if (j.contains("prompt") && j["prompt"].is_array()) {  // TRL's conversational form, key order kept
+      auto oj = nlohmann::ordered_json::parse(line);
+      e.messages = oj["prompt"];
+      check_messages(e.messages, where);
+      if (oj.contains("chat_template_kwargs")) {
+        e.chat_template_kwargs = oj["chat_template_kwargs"];
+        if (!e.chat_template_kwargs.is_object())
+          throw UserError(where + ": \"chat_template_kwargs\" must be an object, e.g. {\"enable_thinking\": false}");
+        j.erase("chat_template_kwargs");
+      }
+    } else if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      throw UserError(where + ": missing field \"prompt\" (a string, or a list of {\"role\", \"content\"} messages)");
+    } else {
+      e.prompt = j["prompt"].get<std::string>();
+    }
     if (j.contains("answer")) {
       if (j["answer"].is_string()) e.answer = j["answer"].get<std::string>();
       else if (j["answer"].is_number()) e.answer = j["answer"].dump();

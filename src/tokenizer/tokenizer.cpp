@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "tokenizer/bpe.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/text.h"
 #include "util/error.h"
@@ -281,7 +282,17 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     }
   }
   t->bos = bos, t->pad = pad, t->eos = eos;
+  try {
+    if (auto c = ChatTemplate::from_dir(dir)) tk.chat_ = std::make_shared<const ChatTemplate>(std::move(*c));
+  } catch (const UserError& e) {
+    tk.chat_error_ = e.what();
+  }
   return tk;
+}
+
+const ChatTemplate* Tokenizer::chat_template() const {
+  if (!chat_error_.empty()) throw UserError(chat_error_);
+  return chat_.get();
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {

@@ -13,6 +13,8 @@
 
 namespace brl::tok {
 
+class ChatTemplate;
+
 class Tokenizer {
  public:
   // tokenizer.json only.
@@ -33,6 +35,10 @@ class Tokenizer {
   std::optional<int32_t> bos_id() const;
   std::vector<int32_t> eos_ids() const;  // generation stops on any of these
   std::optional<int32_t> pad_id() const;
+  // The folder's chat template (from_dir only; chat_template.h says where it is read from),
+  // or null when it has none. A template that does not parse is reported here, not at load,
+  // so that a model with a broken template still serves text prompts.
+  const ChatTemplate* chat_template() const;
 
   Tokenizer();
   ~Tokenizer();
@@ -45,6 +51,8 @@ class Tokenizer {
 
  private:
   std::shared_ptr<const Impl> impl_;  // immutable after load: cheap to copy, thread-safe
+  std::shared_ptr<const ChatTemplate> chat_;
+  std::string chat_error_;
 };
 
 }  // namespace brl::tok

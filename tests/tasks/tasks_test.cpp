@@ -155,12 +155,28 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
     return "";
   };
   std::string bad = tmpfile("bad.jsonl", "{\"prompt\":\"a\"}\n{\"answer\":1}\n");
-  EXPECT_NE(error_of(bad).find(bad + ":2: missing string field \"prompt\""), std::string::npos) << error_of(bad);
-  // TRL's conversational form: refused with the way to render it, not as a missing field.
-  std::string chat = tmpfile("chat.jsonl", "{\"prompt\":[{\"role\":\"user\",\"content\":\"2+2?\"}],\"answer\":4}\n");
-  const std::string e = error_of(chat);
-  EXPECT_NE(e.find(chat + ":1: \"prompt\" is a list of messages"), std::string::npos) << e;
-  EXPECT_NE(e.find("apply_chat_template"), std::string::npos) << e;
+  EXPECT_NE(error_of(bad).find(bad + ":2: missing field \"prompt\""), std::string::npos) << error_of(bad);
+  // TRL's conversational form: the messages kept in their key order, with chat_template_kwargs;
+  // the prompt goes to reward commands and `bucketrl dataset` as the list it was.
+  std::string chat = tmpfile("chat.jsonl",
+                             "{\"prompt\":[{\"role\":\"user\",\"content\":\"2+2?\",\"b\":1,\"a\":2}],\"answer\":4,"
+                             "\"chat_template_kwargs\":{\"enable_thinking\":false},\"level\":1}\n");
+  auto c = load_jsonl(chat);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_TRUE(c[0].prompt.empty());
+  EXPECT_EQ(c[0].messages.dump(), R"([{"role":"user","content":"2+2?","b":1,"a":2}])");
+  EXPECT_EQ(c[0].chat_template_kwargs.dump(), R"({"enable_thinking":false})");
+  EXPECT_EQ(c[0].extra.dump(), R"({"level":1})");
+  EXPECT_EQ(c[0].prompt_json().dump(), R"([{"a":2,"b":1,"content":"2+2?","role":"user"}])");
+  for (auto [text, msg] : {std::pair{"{\"prompt\":[]}", "\"prompt\" is an empty list of messages"},
+                           std::pair{"{\"prompt\":[{\"content\":\"x\"}]}", "message 0 of \"prompt\" is not a"},
+                           std::pair{"{\"prompt\":[\"x\"]}", "message 0 of \"prompt\" is not a"},
+                           std::pair{"{\"prompt\":[{\"role\":\"user\"}],\"chat_template_kwargs\":[1]}",
+                                     "\"chat_template_kwargs\" must be an object"},
+                           std::pair{"{\"prompt\":7}", "missing field \"prompt\""}}) {
+    std::string f = tmpfile("badchat.jsonl", std::string(text) + "\n");
+    EXPECT_NE(error_of(f).find(f + ":1: " + msg), std::string::npos) << text << " -> " << error_of(f);
+  }
   std::string lines;
   for (int i = 0; i < 40; ++i)
     lines += "{\"prompt\":\"p" + std::to_string(i) + "\",\"answer\":" + std::to_string(i) + "}\n";

@@ -1,0 +1,109 @@
+// The prompt tokens GRPO generates from, against TRL's own: GRPOTrainer._tokenize_prompts run
+// live by tools/trl/prompt_ids.py (.venv) on the real Qwen3 and Llama 3 tokenizers of the shared
+// test data. A JSONL dataset in TRL's conversational form (read by tasks::load_jsonl) goes
+// through the model's chat template with the generation prompt and chat_template_kwargs, then is
+// encoded without special tokens; text prompts are encoded with them. Ids must be equal.
+// A missing oracle is a failure naming scripts/setup.sh --test, not a skip.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../model/test_util.h"
+#include "grpo/trainer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+using namespace brl;
+using nlohmann::json;
+using test::TempDir;
+namespace hf = test::hf;
+
+namespace {
+
+std::string testdata(const std::string& model) { return std::string(BRL_TESTDATA_DIR) + "/tokenizers/" + model; }
+
+struct Batch {
+  std::string model_dir;
+  json prompts, kwargs;
+};
+
+// TRL's ids for each batch, in one Python process.
+std::vector<std::vector<std::vector<int32_t>>> trl_ids(TempDir& dir, const std::vector<Batch>& batches) {
+  json req = json::array();
+  for (auto& b : batches)
+    req.push_back({{"model_dir", b.model_dir}, {"prompts", b.prompts}, {"chat_template_kwargs", b.kwargs}});
+  test::write_file(dir.str("req.json"), req.dump());
+  EXPECT_TRUE(hf::run_command("'" BRL_PYTHON "' '" + hf::source("tools/trl/prompt_ids.py") + "' < '" +
+                              dir.str("req.json") + "' > '" + dir.str("out.json") + "'"));
+  std::vector<std::vector<std::vector<int32_t>>> out;
+  for (auto& r : json::parse(test::read_file(dir.str("out.json"))))
+    out.push_back(r["ids"].get<std::vector<std::vector<int32_t>>>());
+  EXPECT_EQ(out.size(), batches.size());
+  return out;
+}
+
+const char* kConversations = R"([
+  [{"role": "user", "content": "What is 17 * 3?"}],
+  [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "12 + 30 ="}],
+  [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! é 日本 😀"},
+   {"role": "user", "content": "  Count to 3.\n"}],
+  [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "think"},
+   {"role": "user", "content": "again"}]
+])";
+
+}  // namespace
+
+TEST(TrlPromptOracle, PromptsTokenizeAsTrlDoes) {
+  ASSERT_TRUE(hf::python_installed());
+  TempDir dir;
+  const json convs = json::parse(kConversations);
+  const json texts = {"12+30=", "Question: what is 2+2?\nAnswer:", " leading space é"};
+  std::vector<Batch> batches;
+  std::vector<std::vector<tasks::Example>> ours;
+  for (const char* model : {"qwen3", "llama3"}) {
+    for (const json& kwargs : {json::object(), json{{"enable_thinking", false}}}) {
+      // The dataset as a user writes it, read by the jsonl loader.
+      std::string jsonl;
+      for (auto& c : convs) {
+        json line = {{"prompt", c}, {"answer", "51"}};
+        if (!kwargs.empty()) line["chat_template_kwargs"] = kwargs;
+        jsonl += line.dump() + "\n";
+      }
+      test::write_file(dir.str("train.jsonl"), jsonl);
+      ours.push_back(tasks::load_jsonl(dir.str("train.jsonl")));
+      batches.push_back({testdata(model), convs, kwargs});
+    }
+    std::vector<tasks::Example> plain;  // text prompts keep the tokenizer's special tokens
+    for (auto& t : texts) {
+      plain.emplace_back();
+      plain.back().prompt = t.get<std::string>();
+    }
+    ours.push_back(plain);
+    batches.push_back({testdata(model), texts, json::object()});
+  }
+  auto ref = trl_ids(dir, batches);
+  ASSERT_EQ(ref.size(), batches.size());
+  for (size_t b = 0; b < batches.size(); ++b) {
+    SCOPED_TRACE(batches[b].model_dir + " chat_template_kwargs=" + batches[b].kwargs.dump());
+    auto tk = tok::Tokenizer::from_dir(batches[b].model_dir);
+    ASSERT_EQ(ref[b].size(), ours[b].size());
+    for (size_t i = 0; i < ours[b].size(); ++i)
+      EXPECT_EQ(grpo::prompt_ids(tk, ours[b][i], 1 << 20), ref[b][i]) << batches[b].prompts[i].dump();
+  }
+}
+
+TEST(TrlPromptOracle, NoChatTemplateIsAClearError) {
+  // A conversational prompt for a model without a template is refused with the fix.
+  TempDir bare;
+  test::write_file(bare.str("tokenizer.json"), test::read_file(testdata("qwen3") + "/tokenizer.json"));
+  tasks::Example e;
+  e.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "x"}])");
+  try {
+    grpo::prompt_ids(tok::Tokenizer::from_dir(bare.str("")), e, 100);
+    ADD_FAILURE() << "no error without a chat template";
+  } catch (const UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("has no chat template"), std::string::npos) << err.what();
+  }
+}
