@@ -329,7 +329,8 @@ TEST(ChatTemplateOracle, RealTemplatesApplyAsTransformersDoes) {
     ASSERT_EQ(ref.size(), mine_in.size());
     int failures = 0, rendered = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-      auto& [conv, v] = mine_in[i];
+      const ojson& conv = mine_in[i].first;  // not a structured binding: clang 14 lambdas cannot capture one
+      const Variant& v = mine_in[i].second;
       ChatOptions o;
       o.add_generation_prompt = v.gen;
       o.continue_final_message = v.cont;
