@@ -1,10 +1,9 @@
 #include "tokenizer/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "util/error.h"
+#include "util/file.h"
 
 namespace brl::tok {
 namespace fs = std::filesystem;
@@ -12,16 +11,8 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw UserError("cannot read " + p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 ojson read_object(const fs::path& p) {
-  ojson j = ojson::parse(read_text(p), nullptr, false);
+  ojson j = ojson::parse(read_file(p.string()), nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw UserError(p.string() + ": not a JSON object");
   return j;
 }
@@ -63,7 +54,8 @@ std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& model_dir)
   ojson cfg = fs::exists(d / "tokenizer_config.json") ? read_object(d / "tokenizer_config.json") : ojson::object();
   ojson specials = special_tokens(cfg);
   if (fs::exists(d / "chat_template.jinja"))
-    return ChatTemplate(read_text(d / "chat_template.jinja"), specials, (d / "chat_template.jinja").string());
+    return ChatTemplate(read_file((d / "chat_template.jinja").string()), specials,
+                        (d / "chat_template.jinja").string());
   const std::string where = (d / "tokenizer_config.json").string() + ": chat_template";
   ojson t = cfg.contains("chat_template") ? cfg["chat_template"] : ojson();
   if (t.is_null() && fs::exists(d / "chat_template.json")) {

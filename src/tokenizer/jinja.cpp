@@ -666,10 +666,10 @@ class Lexer {
         else if (before != '+' && p < src_.size() && src_[p] == '\n') ++p;  // trim_blocks
       } else {
         Item it{kind == '{' ? Item::Var : Item::Block, {}, {}, line_};
-        bool strip_after = false;
-        p = lex_tag(p, kind == '{', &it.toks, &strip_after);
-        if (strip_after) strip_next = true;
-        else if (kind == '%' && src_[p - 3] != '+' && p < src_.size() && src_[p] == '\n') ++p;  // trim_blocks
+        char end_mod = 0;
+        p = lex_tag(p, kind == '{', &it.toks, &end_mod);
+        if (end_mod == '-') strip_next = true;
+        else if (kind == '%' && end_mod != '+' && p < src_.size() && src_[p] == '\n') ++p;  // trim_blocks
         if (kind == '%' && it.toks.size() == 2 && it.toks[0].name("raw")) p = raw_block(p, items);
         else items.push_back(std::move(it));
       }
@@ -722,15 +722,16 @@ class Lexer {
     throw SyntaxError{"{% raw %} without {% endraw %}", line_};
   }
 
-  // Tokens of one tag from p to its end; returns the position after the end.
-  size_t lex_tag(size_t p, bool var, std::vector<Tok>* toks, bool* strip_after) {
+  // Tokens of one tag from p to its end; returns the position after the end. *end_mod: the
+  // '-' or '+' before the end, else 0.
+  size_t lex_tag(size_t p, bool var, std::vector<Tok>* toks, char* end_mod) {
     const std::string_view end = var ? "}}" : "%}";
     int line = line_;
     while (true) {
       while (p < src_.size() && py_ws(src_[p])) line += src_[p++] == '\n';
       if (p >= src_.size()) throw SyntaxError{std::string("unclosed tag: expected '") + std::string(end) + "'", line_};
       if ((src_[p] == '-' || (!var && src_[p] == '+')) && src_.compare(p + 1, 2, end) == 0) {
-        *strip_after = src_[p] == '-';
+        *end_mod = src_[p];
         toks->push_back({Tok::Eof, "", 0, 0, line});
         return p + 3;
       }
@@ -874,8 +875,7 @@ class Parser {
 
   Body parse_all() {
     std::string end;
-    Body b = body({}, &end);
-    return b;
+    return body({}, &end);
   }
 
  private:
@@ -1630,9 +1630,7 @@ std::string py_percent(const std::string& fmt, const Value& arg) {
       fail(std::string("unsupported format character '") + c + "'");
     }
   }
-  if (next < args.size() && !lenient && !(arg.t != T::Tuple && next == 1))
-    fail("not all arguments converted during string formatting");
-  if (arg.t != T::Tuple && next == 0 && !lenient) fail("not all arguments converted during string formatting");
+  if (next < args.size() && !lenient) fail("not all arguments converted during string formatting");
   return out;
 }
 
@@ -1971,10 +1969,17 @@ struct Interp {
     return f.fn->call(*this, a);
   }
 
-  Value eval_call(const Expr& e) {
+  // A call's, filter's or test's arguments: e.a[1:] positional (e.a[0] is the callee or
+  // subject), then the keywords.
+  Args eval_args(const Expr& e) {
     Args a;
     for (size_t k = 1; k < e.a.size(); ++k) a.pos.push_back(eval(*e.a[k]));
     for (auto& [k, x] : e.kw) a.kw.emplace_back(k, eval(*x));
+    return a;
+  }
+
+  Value eval_call(const Expr& e) {
+    Args a = eval_args(e);
     const Expr& callee = *e.a[0];
     if (callee.k == Expr::Attr) {
       Value obj = eval(*callee.a[0]);
@@ -2022,20 +2027,12 @@ struct Interp {
         return Value::list(std::move(r), o.t);
       }
       case Expr::Call: return eval_call(e);
-      case Expr::Filter: {
-        Value subject = eval(*e.a[0]);
-        Args a;
-        for (size_t k = 1; k < e.a.size(); ++k) a.pos.push_back(eval(*e.a[k]));
-        for (auto& [k, x] : e.kw) a.kw.emplace_back(k, eval(*x));
-        line = e.line;
-        return filter(e.name, subject, a);
-      }
+      case Expr::Filter:
       case Expr::Test: {
         Value subject = eval(*e.a[0]);
-        Args a;
-        for (size_t k = 1; k < e.a.size(); ++k) a.pos.push_back(eval(*e.a[k]));
-        for (auto& [k, x] : e.kw) a.kw.emplace_back(k, eval(*x));
+        Args a = eval_args(e);
         line = e.line;
+        if (e.k == Expr::Filter) return filter(e.name, subject, a);
         return Value::boolean(test(e.name, subject, a) != e.negate);
       }
       case Expr::Neg:

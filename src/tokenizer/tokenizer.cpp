@@ -19,6 +19,7 @@
 #include "tokenizer/pipeline.h"
 #include "tokenizer/text.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace brl::tok {
 
@@ -136,19 +137,13 @@ void split_added(const AddedSet& set, const std::string& text, bool at_start, st
   if (seg_start < text.size()) out.push_back({text.substr(seg_start), -1, at_start && seg_start == 0});
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw UserError("cannot read '" + p.string() + "'", "check that the file exists and is readable");
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
 json parse_json(std::string_view text, const std::string& label) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw UserError(label + ": not valid JSON");
   return j;
 }
 
-json read_json(const fs::path& p) { return parse_json(read_text(p), p.string()); }
+json read_json(const fs::path& p) { return parse_json(read_file(p.string()), p.string()); }
 
 }  // namespace
 
@@ -172,7 +167,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::Tokenizer(const Tokenizer&) = default;
 Tokenizer& Tokenizer::operator=(const Tokenizer&) = default;
 
-Tokenizer Tokenizer::from_file(const std::string& path) { return from_json(read_text(path), path); }
+Tokenizer Tokenizer::from_file(const std::string& path) { return from_json(read_file(path), path); }
 
 Tokenizer Tokenizer::from_json(std::string_view text, const std::string& path) {
   json j = parse_json(text, path);

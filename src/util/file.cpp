@@ -7,11 +7,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "util/error.h"
 #include "util/log.h"
 
 namespace brl {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError("cannot read '" + path + "'", "check that the file exists and is readable");
+  return {std::istreambuf_iterator<char>(f), {}};
+}
 
 void write_file(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp";

@@ -12,6 +12,8 @@
 namespace brl {
 
 void write_file(const std::string& path, std::string_view bytes);
+// A whole file's bytes; UserError naming the path if it cannot be read.
+std::string read_file(const std::string& path);
 
 // An exclusive advisory lock (flock) on PATH, created if absent, held until destruction. The
 // kernel drops it when its process dies, so a killed holder blocks no one. Blocks while another

@@ -223,6 +223,8 @@ const std::vector<std::string> kFeatureTemplates = {
     "{{ d.items()|list }} {{ lst.index(1) }} {{ [1, 1, 2].count(1) }}",
     "{{ messages[0].content.split(' ')[0] }} {{ messages[1]['content'].startswith('Hi') }}",
     "{{ s.format(1) }}",
+    "{{ '%s-%d|%5.2f|%-4s|%x|%%' % (s, n, f, 'ab', 255) }} {{ 'plain' % () }} {{ '%s' % [1, 2] }} {{ '' % d }}",
+    "{{ 'a' % 1 }}",
     "{{ lst.append(4) }}",
     // whole-template shapes chat templates take
     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}<<SYS>>{{ message['content'] | "
@@ -261,7 +263,7 @@ TEST(ChatTemplateOracle, FeatureTemplatesRenderAsTransformersDoes) {
   }
   // The error cases above are there on purpose; the rest must render (a case transformers
   // refuses by accident would test nothing).
-  EXPECT_EQ(errors, 21) << "cases transformers refused changed";
+  EXPECT_EQ(errors, 22) << "cases transformers refused changed";
 }
 
 // A conversation set that exercises the real templates' branches.
