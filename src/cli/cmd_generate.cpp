@@ -1,6 +1,8 @@
 // `bucketrl generate`: sample completions for a prompt from a Hugging Face model folder.
 // Plain output prints each completion's text; --json prints one JSON object per completion
-// with the text, the generated token ids and their log-probabilities (T=1, unfiltered).
+// with the text, the prompt's and the generated token ids and their log-probabilities (T=1,
+// unfiltered). --chat sends the prompt as a user message through the model's chat template,
+// as a worker renders a conversational dataset's prompt.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -12,15 +14,39 @@
 #include "generate/generate.h"
 #include "lora/lora.h"
 #include "model/loader.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace {
 struct Args {
-  std::string model_dir, adapter_dir, prompt, dtype = "auto", device = "auto";
+  std::string model_dir, adapter_dir, prompt, system, chat_kwargs, dtype = "auto", device = "auto";
   brl::gen::GenerateOptions gen;
-  bool json = false, add_special = false;
+  bool json = false, add_special = false, chat = false;
 };
+
+// The prompt's token ids: the text as given, or (--chat) the conversation rendered by the
+// model's template with the generation prompt, encoded without special tokens (the template
+// writes them), as TRL renders a conversational prompt.
+std::vector<int32_t> prompt_ids(const brl::tok::Tokenizer& tok, const Args& a) {
+  if (!a.chat) return tok.encode(a.prompt, a.add_special);
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  if (!a.chat_kwargs.empty()) {
+    kwargs = nlohmann::ordered_json::parse(a.chat_kwargs, nullptr, false);
+    if (!kwargs.is_object())
+      throw brl::UserError("--chat-template-kwargs '" + a.chat_kwargs + "' is not a JSON object",
+                           "e.g. --chat-template-kwargs '{\"enable_thinking\": false}'");
+  }
+  const brl::tok::ChatTemplate* t = tok.chat_template();
+  if (!t)
+    throw brl::UserError("--chat: " + a.model_dir + " has no chat template",
+                         "give the folder a chat_template.jinja (or tokenizer_config.json \"chat_template\"), or "
+                         "leave out --chat to send the prompt as text");
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+  messages.push_back({{"role", "user"}, {"content", a.prompt}});
+  return tok.encode(t->apply_prompt(messages, kwargs, "--prompt"), /*add_special_tokens=*/false);
+}
 
 int run(const Args& a) {
   brl::cli::init_compute();
@@ -34,7 +60,7 @@ int run(const Args& a) {
   for (auto id : model.config.eos_token_ids) stops.insert(id);
   opts.stop_token_ids.assign(stops.begin(), stops.end());
 
-  auto ids = tok.encode(a.prompt, a.add_special);
+  auto ids = prompt_ids(tok, a);
   if (ids.empty()) throw brl::UserError("--prompt encodes to no tokens", "pass a non-empty prompt");
   auto out = brl::gen::generate(model, {ids}, opts);
   for (auto& c : out) {
@@ -46,6 +72,7 @@ int run(const Args& a) {
       nlohmann::json j = {{"prompt_index", c.prompt_index},
                           {"sample_index", c.sample_index},
                           {"text", text},
+                          {"prompt_token_ids", ids},
                           {"token_ids", c.tokens},
                           {"logprobs", c.logprobs},
                           {"finish_reason", brl::gen::finish_reason_name(c.finish)}};
@@ -53,7 +80,8 @@ int run(const Args& a) {
     } else {
       if (out.size() > 1)
         std::printf("--- completion %lld (%s)\n", (long long)c.sample_index, brl::gen::finish_reason_name(c.finish));
-      std::printf("%s%s\n", a.prompt.c_str(), text.c_str());
+      // A chat reply stands alone; a text completion continues the prompt.
+      std::printf("%s%s\n", a.chat ? "" : a.prompt.c_str(), text.c_str());
     }
   }
   return 0;
@@ -65,7 +93,14 @@ brl::cli::RunFn setup_generate(CLI::App& app) {
       ->required();
   app.add_option("--adapter", a->adapter_dir,
                  "PEFT adapter folder to apply (adapter_model.safetensors + adapter_config.json)");
-  app.add_option("--prompt", a->prompt, "prompt text")->required();
+  app.add_option("--prompt", a->prompt, "prompt text (with --chat: the user's message)")->required();
+  auto* chat = app.add_flag("--chat", a->chat,
+                            "send the prompt as a user message through the model's chat template (with the generation "
+                            "prompt), as a worker renders a conversational dataset's prompts");
+  app.add_option("--system", a->system, "with --chat: a system message before the user's")->needs(chat);
+  app.add_option("--chat-template-kwargs", a->chat_kwargs,
+                 "with --chat: template variables as a JSON object, e.g. '{\"enable_thinking\": false}'")
+      ->needs(chat);
   app.add_option("-n,--num-generations", a->gen.num_generations, "completions to sample")->default_val(1);
   app.add_option("--temperature", a->gen.temperature, "sampling temperature; 0 = greedy")->default_val(1.0);
   app.add_option("--top-k", a->gen.top_k, "keep the k most likely tokens; 0 = off")->default_val(0);
@@ -77,8 +112,10 @@ brl::cli::RunFn setup_generate(CLI::App& app) {
       ->default_val("auto");
   app.add_option("--device", a->device, "cpu | cuda | cuda:N | auto (a GPU when this machine has one)")
       ->default_val("auto");
-  app.add_flag("--add-special-tokens", a->add_special, "let the tokenizer add BOS etc. to the prompt");
-  app.add_flag("--json", a->json, "one JSON object per completion: text, token_ids, logprobs");
+  app.add_flag("--add-special-tokens", a->add_special,
+               "let the tokenizer add BOS etc. to the prompt (not with --chat: the template writes them)")
+      ->excludes(chat);
+  app.add_flag("--json", a->json, "one JSON object per completion: text, prompt_token_ids, token_ids, logprobs");
   return [a] { return run(*a); };
 }
 brl::cli::Register reg("generate", "sample completions of a prompt from a model folder", setup_generate);

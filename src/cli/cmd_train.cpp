@@ -101,9 +101,7 @@ cli::RunFn setup_eval(CLI::App& app) {
     auto tk = tok::Tokenizer::from_dir(cfg.model.path);
     if (!adapter.empty()) lora::load_peft(m, adapter);
     auto task = tasks::make_task(cfg.task);
-    auto ev = grpo::evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length,
-                             cfg.train.eval_temperature, 0,
-                             grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k, cfg.train.eval_pass_samples));
+    auto ev = grpo::evaluate_held_out(m, tk, *task, cfg);
     if (json) {
       nlohmann::json j{
           {"task", cfg.task.name}, {"n", ev.n}, {"accuracy", ev.accuracy}, {"reward_mean", ev.reward_mean}};

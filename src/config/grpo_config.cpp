@@ -19,6 +19,9 @@ ConfigTable GrpoConfig::table() {
       .add("temperature", &temperature, "sampling temperature (> 0)")
       .add("top_p", &top_p, "nucleus sampling mass in (0, 1]")
       .add("top_k", &top_k, "top-k sampling, 0 = off")
+      .add("chat_template_kwargs", &chat_template_kwargs,
+           "variables for the chat template of conversational prompts, e.g. {enable_thinking = false}; an "
+           "example's own override them")
       .add("per_device_train_batch_size", &per_device_train_batch_size, "completions per micro-batch")
       .add("gradient_accumulation_steps", &gradient_accumulation_steps, "micro-batches per optimizer step")
       .add("learning_rate", &learning_rate, "AdamW learning rate")

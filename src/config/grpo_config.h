@@ -39,6 +39,9 @@ struct GrpoConfig {
   double temperature = 1.0;
   double top_p = 1.0;
   int top_k = 0;  // 0 = off (TRL: None)
+  // Variables for the chat template of conversational prompts (e.g. enable_thinking); an
+  // example's own chat_template_kwargs override these key by key.
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
   // Batch: prompts per step = per_device_train_batch_size * gradient_accumulation_steps / G
   int per_device_train_batch_size = 8;  // completions per micro-batch
   int gradient_accumulation_steps = 1;

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -209,8 +210,24 @@ const char* section_origin(const std::string& section) {
   return "";
 }
 
-// A value as TOML writes it: JSON's strings, numbers, booleans and arrays are TOML too.
-std::string toml_value(const nlohmann::json& v) { return v.dump(); }
+// A value as TOML writes it: JSON's strings, numbers, booleans and arrays are TOML too;
+// objects become inline tables (keys bare where TOML allows).
+std::string toml_value(const nlohmann::json& v) {
+  if (!v.is_object() && !v.is_array()) return v.dump();
+  std::string out;
+  for (auto& item : v.items()) {
+    out += out.empty() ? "" : ", ";
+    if (v.is_object()) {
+      const std::string& k = item.key();
+      const bool bare = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+      out += (bare ? k : nlohmann::json(k).dump()) + " = ";
+    }
+    out += toml_value(item.value());
+  }
+  return v.is_object() ? (out.empty() ? "{}" : "{ " + out + " }") : "[" + out + "]";
+}
 
 std::string md_cell(std::string s) {
   for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.insert(i, "\\");

@@ -46,6 +46,12 @@ Session open_session(const RunConfig& cfg) {
   return s;
 }
 
+EvalResult evaluate_held_out(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, const RunConfig& cfg) {
+  return evaluate(m, tk, task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature,
+                  0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k, cfg.train.eval_pass_samples),
+                  cfg.grpo.chat_template_kwargs);
+}
+
 TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy,
                           TargetMetric target_metric) {
   auto t0 = std::chrono::steady_clock::now();
@@ -74,9 +80,7 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
   double stepping = 0;  // metrics' time_s: seconds spent in GRPO steps (evaluations and checkpoints excluded)
   auto eval_now = [&](int64_t step) {
-    auto ev =
-        evaluate(m, tk, *task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature,
-                 0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k, cfg.train.eval_pass_samples));
+    auto ev = evaluate_held_out(m, tk, *task, cfg);
     LOG_INFO("eval step {}: held-out accuracy {:.3f}, mean reward {:.3f}{} (n={})", step, ev.accuracy, ev.reward_mean,
              ev.k ? fmt::format(", pass@1 {:.3f}, pass@{} {:.3f}", ev.pass_at_1, ev.k, ev.pass_at_k) : "", ev.n);
     nlohmann::json line{

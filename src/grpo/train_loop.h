@@ -25,6 +25,10 @@ struct Session {
 };
 Session open_session(const RunConfig& cfg);
 
+// The held-out evaluation a run config asks for: train.eval_* (pass@k too), greedy or at
+// train.eval_temperature, grpo.max_completion_length tokens, grpo.chat_template_kwargs.
+EvalResult evaluate_held_out(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, const RunConfig& cfg);
+
 struct TrainSummary {
   int64_t steps = 0;
   double initial_accuracy = 0, final_accuracy = 0, seconds = 0;

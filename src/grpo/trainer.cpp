@@ -31,7 +31,8 @@ std::vector<int64_t> stop_ids(const tok::Tokenizer& tk) {
 
 }  // namespace
 
-std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len) {
+std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
+                                const nlohmann::json& chat_template_kwargs) {
   std::vector<int32_t> ids;
   if (e.messages.is_null()) {
     ids = tk.encode(e.prompt, /*add_special_tokens=*/true);
@@ -41,8 +42,9 @@ std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& 
       throw UserError("the dataset's prompts are lists of messages, but the base model has no chat template",
                       "give the model folder a chat_template.jinja (or tokenizer_config.json \"chat_template\"), "
                       "or write the prompts as text");
-    ids = tk.encode(t->apply_prompt(e.messages, e.chat_template_kwargs, "a conversational prompt"),
-                    /*add_special_tokens=*/false);
+    nlohmann::ordered_json kwargs(chat_template_kwargs);
+    if (e.chat_template_kwargs.is_object()) kwargs.update(e.chat_template_kwargs);
+    ids = tk.encode(t->apply_prompt(e.messages, kwargs, "a conversational prompt"), /*add_special_tokens=*/false);
   }
   if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
   return ids;
@@ -91,7 +93,8 @@ double pass_at_k(int64_t n, int64_t c, int64_t k) {
 }
 
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
-                    int max_new_tokens, double temperature, uint64_t seed, const PassAtKOptions& pass) {
+                    int max_new_tokens, double temperature, uint64_t seed, const PassAtKOptions& pass,
+                    const nlohmann::json& chat_template_kwargs) {
   const auto& set = task.eval_set();
   size_t n = std::min(set.size(), static_cast<size_t>(std::max(0, max_examples)));
   EvalResult r;
@@ -100,7 +103,7 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
     std::vector<std::vector<int32_t>> prompts;
     std::vector<const tasks::Example*> ex;
     for (size_t i = b; i < e; ++i) {
-      prompts.push_back(prompt_ids(tk, set[i], 1 << 20));
+      prompts.push_back(prompt_ids(tk, set[i], 1 << 20, chat_template_kwargs));
       for (int64_t s = 0; s < o.num_generations; ++s) ex.push_back(&set[i]);
     }
     o.max_new_tokens = max_new_tokens;
@@ -401,7 +404,7 @@ GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task&
   weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
   policy_ = std::make_unique<PolicyOptimizer>(m_, cfg_);
   // A conversational dataset without a usable template fails here, not mid-run.
-  prompt_ids(tk_, task_.train_example(0, shard_, num_shards_), cfg_.max_prompt_length);
+  prompt_ids(tk_, task_.train_example(0, shard_, num_shards_), cfg_.max_prompt_length, cfg_.chat_template_kwargs);
 }
 
 GrpoTrainer::~GrpoTrainer() = default;
@@ -428,7 +431,7 @@ StepStats GrpoTrainer::step() {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < P; ++i) {
     examples.push_back(task_.train_example(cursor_ + i, shard_, num_shards_));
-    prompts.push_back(prompt_ids(tk_, examples.back(), cfg_.max_prompt_length));
+    prompts.push_back(prompt_ids(tk_, examples.back(), cfg_.max_prompt_length, cfg_.chat_template_kwargs));
   }
   cursor_ += P;
   // 2. Generate G completions per prompt with the current policy.

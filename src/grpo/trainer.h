@@ -64,8 +64,10 @@ double pass_at_k(int64_t n, int64_t c, int64_t k);
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
 // A prompt's token ids, the last max_len kept: a text prompt as the tokenizer encodes it (with
 // its BOS); a conversational one rendered by the model's chat template, which writes its own
-// special tokens, then encoded without them (as TRL's GRPOTrainer does).
-std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len);
+// special tokens, then encoded without them (as TRL's GRPOTrainer does), with
+// grpo.chat_template_kwargs under the example's own chat_template_kwargs.
+std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
+                                const nlohmann::json& chat_template_kwargs = nlohmann::json::object());
 // Weighted sum of the task's rewards per completion; weights from cfg.reward_weights or
 // the task defaults (1 each, format_weight for a format reward). Also returns the first
 // reward's scores (correctness) in *first.
@@ -75,7 +77,8 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
 
 // Greedy (or sampled) evaluation on the task's held-out prompts, and pass@k when pass.k > 0.
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
-                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0, const PassAtKOptions& pass = {});
+                    int max_new_tokens, double temperature = 0.0, uint64_t seed = 0, const PassAtKOptions& pass = {},
+                    const nlohmann::json& chat_template_kwargs = nlohmann::json::object());
 
 // One sampled and scored GRPO batch, ready to train on: prompts left-padded to prompt_len,
 // completions right-padded to completion_len.

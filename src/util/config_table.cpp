@@ -33,6 +33,20 @@ std::string name_list(const std::vector<std::string>& names) {
   return s;
 }
 
+namespace {
+// The path of the first null inside v ("name.key[2]"), or "".
+std::string null_path(const nlohmann::json& v, const std::string& path) {
+  if (v.is_null()) return path;
+  if (v.is_object())
+    for (auto& item : v.items())
+      if (auto p = null_path(item.value(), path + "." + item.key()); !p.empty()) return p;
+  if (v.is_array())
+    for (size_t i = 0; i < v.size(); ++i)
+      if (auto p = null_path(v[i], path + "[" + std::to_string(i) + "]"); !p.empty()) return p;
+  return "";
+}
+}  // namespace
+
 void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::string& source) {
   auto bad = [&](const char* want) {
     throw UserError(source + ": [" + section_ + "] " + f.name + " = " + v.dump() + " is not " + want,
@@ -80,6 +94,13 @@ void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::st
             if (!e.is_number()) bad("a list of numbers");
             p->push_back(e.get<double>());
           }
+        } else if constexpr (std::is_same_v<T, nlohmann::json>) {
+          nlohmann::json obj = v.is_string() ? nlohmann::json::parse(v.get<std::string>(), nullptr, false) : v;
+          if (!obj.is_object()) bad("a table, e.g. {enable_thinking = false}");
+          // TOML, where configs are printed, has no null: an absent key says it.
+          if (const std::string at = null_path(obj, f.name); !at.empty())
+            throw UserError(source + ": [" + section_ + "] " + at + " is null", "leave the key out instead");
+          *p = std::move(obj);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           if (v.is_string()) {  // "q_proj,v_proj" or "all-linear"
             p->clear();
@@ -150,6 +171,7 @@ std::string ConfigTable::kind(const Field& f) {
         else if constexpr (std::is_same_v<T, std::optional<double>>) return "number (optional)";
         else if constexpr (std::is_same_v<T, std::optional<int>>) return "integer (optional)";
         else if constexpr (std::is_same_v<T, std::vector<double>>) return "list of numbers";
+        else if constexpr (std::is_same_v<T, nlohmann::json>) return "table";
         else {
           static_assert(std::is_same_v<T, std::vector<std::string>>, "a new field type needs its kind");
           return "list of strings";

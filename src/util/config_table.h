@@ -47,7 +47,7 @@ class ConfigTable {
     std::vector<std::string> names;
   };
   using Ptr = std::variant<int*, int64_t*, double*, bool*, std::string*, std::optional<double>*, std::optional<int>*,
-                           std::vector<double>*, std::vector<std::string>*, EnumRef>;
+                           std::vector<double>*, std::vector<std::string>*, nlohmann::json*, EnumRef>;
   struct Field {
     std::string name, help;
     Ptr ptr;
@@ -68,7 +68,9 @@ class ConfigTable {
 
   // Sets every key of obj; throws UserError naming `source`, the section and the key.
   void set_from_json(const nlohmann::json& obj, const std::string& source);
-  // "key=value" (value parsed as JSON when it parses, else as a string).
+  // "key=value" (value parsed as JSON when it parses, else as a string). A nlohmann::json
+  // field holds a table (a JSON object; TRL's dict knobs such as chat_template_kwargs): set
+  // from an object, or from a string holding one as TRL's command line takes it.
   void set_from_override(const std::string& kv);
   bool has(const std::string& name) const;
   nlohmann::json to_json() const;

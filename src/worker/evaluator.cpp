@@ -37,9 +37,7 @@ void run_evaluator(const EvaluatorOptions& opt, const std::atomic<bool>& stop) {
       return;
     }
     assign(ses.model, ver->adapter, ver->manifest.payload_key);
-    auto ev = grpo::evaluate(ses.model, ses.tokenizer, *ses.task, cfg.train.eval_max_examples,
-                             cfg.grpo.max_completion_length, cfg.train.eval_temperature, 0,
-                             grpo::pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k, cfg.train.eval_pass_samples));
+    auto ev = grpo::evaluate_held_out(ses.model, ses.tokenizer, *ses.task, cfg);
     protocol::EvalRecord r{*nv,  ev.n,         protocol::now_ms(), ev.accuracy, ev.reward_mean,
                            ev.k, ev.pass_at_1, ev.pass_at_k};
     if (Status st = store->put(protocol::eval_key(*nv), r.to_json().dump()); !st) {

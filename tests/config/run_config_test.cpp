@@ -236,6 +236,32 @@ TEST(RunConfig, JsonFileRoundTrip) {
 
 // `bucketrl config` prints every key as TOML; the text reads back as the same config, defaults
 // and changed values alike (unset optional keys are commented out, and stay unset).
+// grpo.chat_template_kwargs (TRL's dict knob): a TOML table, a JSON object on the command
+// line, or a string holding one (TRL's CLI form); anything else, or a null TOML could not
+// print, is refused naming the key.
+TEST(RunConfig, ChatTemplateKwargsIsATable) {
+  const nlohmann::json want = {{"enable_thinking", false}, {"style", "short"}};
+  EXPECT_EQ(RunConfig().grpo.chat_template_kwargs, nlohmann::json::object());
+  EXPECT_EQ(RunConfig::from_toml_string(
+                "[grpo]\nchat_template_kwargs = { enable_thinking = false, style = \"short\" }\n", "run.toml")
+                .grpo.chat_template_kwargs,
+            want);
+  EXPECT_EQ(RunConfig::from_toml_string("[grpo.chat_template_kwargs]\nenable_thinking = false\nstyle = \"short\"\n",
+                                        "run.toml")
+                .grpo.chat_template_kwargs,
+            want);
+  RunConfig c;
+  c.apply_overrides({R"(chat_template_kwargs={"enable_thinking": false, "style": "short"})"});
+  EXPECT_EQ(c.grpo.chat_template_kwargs, want);
+  c.apply_json({{"grpo", {{"chat_template_kwargs", want.dump()}}}}, "run.json");
+  EXPECT_EQ(c.grpo.chat_template_kwargs, want);
+  const std::string not_table = error_of([&] { c.apply_overrides({"chat_template_kwargs=[1]"}); });
+  EXPECT_TRUE(has(not_table, "chat_template_kwargs = [1] is not a table")) << not_table;
+  const std::string null = error_of([&] { c.apply_overrides({R"(chat_template_kwargs={"a": {"b": null}})"}); });
+  EXPECT_TRUE(has(null, "chat_template_kwargs.a.b is null")) << null;
+  EXPECT_EQ(c.grpo.chat_template_kwargs, want) << "a refused value changes nothing";
+}
+
 TEST(RunConfig, TomlPrintReadsBack) {
   for (bool changed : {false, true}) {
     RunConfig c;
@@ -246,6 +272,9 @@ TEST(RunConfig, TomlPrintReadsBack) {
       c.grpo.reward_weights = {1.0, 0.5};
       c.grpo.learning_rate = 1e-8;
       c.aggregation.mode = kAggregationModes.value("median");
+      c.grpo.chat_template_kwargs = {{"enable_thinking", false},
+                                     {"odd key", "x\"y"},
+                                     {"nested", {{"a", {1, 2.5}}, {"b", nlohmann::json::object()}}}};
     }
     const std::string text = c.to_toml();
     RunConfig back = RunConfig::from_toml_string(text, "printed");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 
 #include "../model/test_util.h"
@@ -303,6 +304,53 @@ TEST(GrpoTrainer, UniformGroupsAreCountedAndTrainNothing) {
   EXPECT_DOUBLE_EQ(s.frac_reward_zero_std, 1.0);
   EXPECT_DOUBLE_EQ(s.reward_std, 0.0);
   EXPECT_EQ(lora_b(m).abs().sum().item<double>(), 0.0);
+}
+
+// grpo.chat_template_kwargs reach every prompt the trainer and the evaluation render, and an
+// example's own chat_template_kwargs override them key by key. The template refuses to render
+// unless `must_be_set` is true, so any prompt rendered without the run's kwargs stops the test.
+TEST(GrpoTrainer, RunChatTemplateKwargsReachEveryPromptAndExamplesOverrideThem) {
+  StepEnv env;
+  test::write_file(env.tmp.str("tok/chat_template.jinja"),
+                   "{% if not must_be_set %}{{ raise_exception('must_be_set is not true') }}{% endif %}"
+                   "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}={% endif %}");
+  const auto tk = tok::Tokenizer::from_dir(env.tmp.str("tok"));
+  std::string jsonl;
+  for (int i = 0; i < 20; ++i)
+    jsonl += nlohmann::json{{"prompt", {{{"role", "user"}, {"content", std::to_string(i) + "+1"}}}},
+                            {"answer", std::to_string(i + 1)}}
+                 .dump() +
+             "\n";
+  test::write_file(env.tmp.str("train.jsonl"), jsonl);
+  tasks::TaskOptions to;
+  to.name = "jsonl";
+  to.dataset_path = env.tmp.str("train.jsonl");
+  auto task = tasks::make_task(to);
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  auto g = small_grpo(0.0);
+  auto refused = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const UserError& e) {
+      return std::string(e.what()).find("must_be_set is not true") != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused([&] { grpo::GrpoTrainer{m, tk, *task, g}; }));
+  g.chat_template_kwargs = {{"must_be_set", true}};
+  grpo::GrpoTrainer tr(m, tk, *task, g);
+  EXPECT_EQ(tr.step().samples, 8);  // every prompt of the step rendered
+  EXPECT_TRUE(refused([&] { grpo::evaluate(m, tk, *task, 2, 2); }));
+  EXPECT_EQ(grpo::evaluate(m, tk, *task, 2, 2, 0.0, 0, {}, g.chat_template_kwargs).n, 2);
+  // Key by key: the example's false beats the run's true; the run's key holds where the
+  // example's kwargs lack it.
+  tasks::Example e = task->eval_set().at(0);
+  e.chat_template_kwargs = {{"must_be_set", false}};
+  EXPECT_TRUE(refused([&] { grpo::prompt_ids(tk, e, 100, g.chat_template_kwargs); }));
+  e.chat_template_kwargs = {{"other", 1}};
+  EXPECT_EQ(grpo::prompt_ids(tk, e, 100, g.chat_template_kwargs),
+            tk.encode(e.messages[0]["content"].get<std::string>() + "=", /*add_special_tokens=*/false));
 }
 
 // A trainer on a random byte-level model with the small adapter, at a constant learning rate:

@@ -2,7 +2,8 @@
 // live by tools/trl/prompt_ids.py (.venv) on the real Qwen3 and Llama 3 tokenizers of the shared
 // test data. A JSONL dataset in TRL's conversational form (read by tasks::load_jsonl) goes
 // through the model's chat template with the generation prompt and chat_template_kwargs, then is
-// encoded without special tokens; text prompts are encoded with them. Ids must be equal.
+// encoded without special tokens; text prompts are encoded with them. Ids must be equal, with
+// the kwargs given per example, run-wide (grpo.chat_template_kwargs) or both.
 // A missing oracle is a failure naming scripts/setup.sh --test, not a skip.
 #include <gtest/gtest.h>
 
@@ -26,8 +27,12 @@ std::string testdata(const std::string& model) { return std::string(BRL_TESTDATA
 
 struct Batch {
   std::string model_dir;
-  json prompts, kwargs;
+  json prompts, kwargs;  // kwargs: TRL's GRPOConfig.chat_template_kwargs
 };
+// How our side gets the kwargs: as each example's chat_template_kwargs, as grpo's run-wide
+// chat_template_kwargs, or the run's {"enable_thinking": true} under each example's own
+// {"enable_thinking": false} (which must win: TRL sees only the example's).
+enum class Via { example, run, example_over_run };
 
 // TRL's ids for each batch, in one Python process.
 std::vector<std::vector<std::vector<int32_t>>> trl_ids(TempDir& dir, const std::vector<Batch>& batches) {
@@ -62,18 +67,26 @@ TEST(TrlPromptOracle, PromptsTokenizeAsTrlDoes) {
   const json texts = {"12+30=", "Question: what is 2+2?\nAnswer:", " leading space é"};
   std::vector<Batch> batches;
   std::vector<std::vector<tasks::Example>> ours;
+  std::vector<json> run_kwargs;  // grpo.chat_template_kwargs on our side, per batch
+  const json no_thinking = {{"enable_thinking", false}};
   for (const char* model : {"qwen3", "llama3"}) {
-    for (const json& kwargs : {json::object(), json{{"enable_thinking", false}}}) {
+    for (const auto& [kwargs, via] : std::vector<std::pair<json, Via>>{{json::object(), Via::example},
+                                                                       {no_thinking, Via::example},
+                                                                       {no_thinking, Via::run},
+                                                                       {no_thinking, Via::example_over_run}}) {
       // The dataset as a user writes it, read by the jsonl loader.
       std::string jsonl;
       for (auto& c : convs) {
         json line = {{"prompt", c}, {"answer", "51"}};
-        if (!kwargs.empty()) line["chat_template_kwargs"] = kwargs;
+        if (!kwargs.empty() && via != Via::run) line["chat_template_kwargs"] = kwargs;
         jsonl += line.dump() + "\n";
       }
       test::write_file(dir.str("train.jsonl"), jsonl);
       ours.push_back(tasks::load_jsonl(dir.str("train.jsonl")));
       batches.push_back({testdata(model), convs, kwargs});
+      run_kwargs.push_back(via == Via::run                ? kwargs
+                           : via == Via::example_over_run ? json{{"enable_thinking", true}}
+                                                          : json::object());
     }
     std::vector<tasks::Example> plain;  // text prompts keep the tokenizer's special tokens
     for (auto& t : texts) {
@@ -82,6 +95,7 @@ TEST(TrlPromptOracle, PromptsTokenizeAsTrlDoes) {
     }
     ours.push_back(plain);
     batches.push_back({testdata(model), texts, json::object()});
+    run_kwargs.push_back(no_thinking);  // no template for text prompts: the kwargs change nothing
   }
   auto ref = trl_ids(dir, batches);
   ASSERT_EQ(ref.size(), batches.size());
@@ -90,7 +104,8 @@ TEST(TrlPromptOracle, PromptsTokenizeAsTrlDoes) {
     auto tk = tok::Tokenizer::from_dir(batches[b].model_dir);
     ASSERT_EQ(ref[b].size(), ours[b].size());
     for (size_t i = 0; i < ours[b].size(); ++i)
-      EXPECT_EQ(grpo::prompt_ids(tk, ours[b][i], 1 << 20), ref[b][i]) << batches[b].prompts[i].dump();
+      EXPECT_EQ(grpo::prompt_ids(tk, ours[b][i], 1 << 20, run_kwargs[b]), ref[b][i])
+          << batches[b].prompts[i].dump() << " grpo.chat_template_kwargs=" << run_kwargs[b].dump();
   }
 }
 

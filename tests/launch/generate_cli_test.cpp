@@ -1,0 +1,111 @@
+// `bucketrl generate --chat`: the prompt goes to the model as a user message (after --system's)
+// through the folder's chat template with the generation prompt and --chat-template-kwargs,
+// encoded without special tokens, as TRL renders a conversational prompt. The expected ids:
+// Qwen3's published turn format (<|im_start|>role\ncontent<|im_end|>\n, then the assistant's
+// header; with enable_thinking false an empty think block) encoded by its tokenizer. A folder
+// without a template, and chat options without --chat, stop the command naming the fix.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "async_util.h"
+#include "../model/test_util.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace brl;
+using nlohmann::json;
+
+namespace {
+
+// A random 1-layer Qwen3-shaped model over the real Qwen3 tokenizer (its vocabulary, its
+// template in tokenizer_config.json); with_template false drops the template.
+std::string qwen3_folder(test::TempDir& tmp, bool with_template) {
+  const std::string src = std::string(BRL_TESTDATA_DIR) + "/tokenizers/qwen3/", dir = tmp.str("qwen3");
+  auto c = test::tiny_config("qwen3");
+  c.vocab_size = 151936;
+  c.hidden_size = 16;
+  c.head_dim = 8;
+  c.num_hidden_layers = 1;
+  c.intermediate_size = 16;
+  c.eos_token_ids = {151645};
+  model::write_random_checkpoint(c, 3, dir);
+  test::write_file(dir + "/tokenizer.json", test::read_file(src + "tokenizer.json"));
+  json tc = json::parse(test::read_file(src + "tokenizer_config.json"));
+  if (!with_template) tc.erase("chat_template");
+  test::write_file(dir + "/tokenizer_config.json", tc.dump());
+  return dir;
+}
+
+struct CmdOutput {
+  int status;
+  std::string out;
+};
+CmdOutput generate(test::TempDir& tmp, std::vector<std::string> args) {
+  args.insert(args.begin(), "generate");
+  static int runs = 0;  // a log per run: run_to_end appends
+  const std::string log = tmp.str("generate" + std::to_string(runs++) + ".log");
+  int st = test::run_to_end(args, log);
+  return {st, test::read_text(log)};
+}
+bool ok(const CmdOutput& r) { return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0; }
+
+}  // namespace
+
+TEST(GenerateCli, ChatRendersTheUserMessageWithTheModelsTemplate) {
+  test::TempDir tmp;
+  const std::string dir = qwen3_folder(tmp, true);
+  const auto tk = tok::Tokenizer::from_dir(dir);
+  const std::string turns =
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  struct Case {
+    std::vector<std::string> extra;
+    std::string text;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, turns},
+           {{"--chat-template-kwargs", R"({"enable_thinking": false})"}, turns + "<think>\n\n</think>\n\n"},
+       }) {
+    std::vector<std::string> args = {
+        "--model",       dir, "--chat",           "--system", "Be brief.", "--prompt", "What is 2+2?",
+        "--temperature", "0", "--max-new-tokens", "2",        "--json"};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    const CmdOutput r = generate(tmp, args);
+    ASSERT_TRUE(ok(r)) << r.out;
+    const size_t at = r.out.find("\n{");  // the completion's line, after the log's
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const json j = json::parse(r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1));
+    EXPECT_EQ(j.at("prompt_token_ids").get<std::vector<int32_t>>(), tk.encode(c.text, /*add_special_tokens=*/false))
+        << c.text;
+    EXPECT_EQ(j.at("token_ids").size(), 2u);
+  }
+  // Without --json the reply alone is printed (the prompt is not echoed as for a text prompt).
+  const CmdOutput plain = generate(
+      tmp, {"--model", dir, "--chat", "--prompt", "What is 2+2?", "--temperature", "0", "--max-new-tokens", "2"});
+  ASSERT_TRUE(ok(plain)) << plain.out;
+  EXPECT_EQ(plain.out.find("What is 2+2?"), std::string::npos) << plain.out;
+}
+
+TEST(GenerateCli, ChatOptionsNeedATemplateAndChat) {
+  test::TempDir tmp;
+  const std::string dir = qwen3_folder(tmp, false);
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--chat"}, "has no chat template"},
+           {{"--chat", "--chat-template-kwargs", "[1]"}, "--chat-template-kwargs '[1]' is not a JSON object"},
+           {{"--system", "x"}, "--system requires --chat"},
+           {{"--chat-template-kwargs", "{}"}, "--chat-template-kwargs requires --chat"},
+           {{"--chat", "--add-special-tokens"}, "--chat excludes --add-special-tokens"},
+       }) {
+    std::vector<std::string> args = {"--model", dir, "--prompt", "hi", "--max-new-tokens", "1"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const CmdOutput r = generate(tmp, args);
+    EXPECT_FALSE(ok(r)) << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << r.out;
+  }
+  // Text prompts still work on a folder without a template.
+  EXPECT_TRUE(ok(generate(tmp, {"--model", dir, "--prompt", "hi", "--max-new-tokens", "1"})));
+}
