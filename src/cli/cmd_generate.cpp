@@ -6,15 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <string>
 
 #include "cli/command.h"
 #include "model/model_load.h"
 #include "generate/generate.h"
+#include "grpo/prompts.h"
 #include "lora/lora.h"
 #include "model/loader.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -25,27 +26,21 @@ struct Args {
   bool json = false, add_special = false, chat = false;
 };
 
-// The prompt's token ids: the text as given, or (--chat) the conversation rendered by the
-// model's template with the generation prompt, encoded without special tokens (the template
-// writes them), as TRL renders a conversational prompt.
+// The prompt's token ids: the text as given, or (--chat) the conversation as a worker renders
+// a conversational dataset's prompt (grpo/prompts.h).
 std::vector<int32_t> prompt_ids(const brl::tok::Tokenizer& tok, const Args& a) {
   if (!a.chat) return tok.encode(a.prompt, a.add_special);
-  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  brl::tasks::Example e;
   if (!a.chat_kwargs.empty()) {
-    kwargs = nlohmann::ordered_json::parse(a.chat_kwargs, nullptr, false);
-    if (!kwargs.is_object())
+    e.chat_template_kwargs = nlohmann::ordered_json::parse(a.chat_kwargs, nullptr, false);
+    if (!e.chat_template_kwargs.is_object())
       throw brl::UserError("--chat-template-kwargs '" + a.chat_kwargs + "' is not a JSON object",
                            "e.g. --chat-template-kwargs '{\"enable_thinking\": false}'");
   }
-  const brl::tok::ChatTemplate* t = tok.chat_template();
-  if (!t)
-    throw brl::UserError("--chat: " + a.model_dir + " has no chat template",
-                         "give the folder a chat_template.jinja (or tokenizer_config.json \"chat_template\"), or "
-                         "leave out --chat to send the prompt as text");
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
-  messages.push_back({{"role", "user"}, {"content", a.prompt}});
-  return tok.encode(t->apply_prompt(messages, kwargs, "--prompt"), /*add_special_tokens=*/false);
+  e.messages = nlohmann::ordered_json::array();
+  if (!a.system.empty()) e.messages.push_back({{"role", "system"}, {"content", a.system}});
+  e.messages.push_back({{"role", "user"}, {"content", a.prompt}});
+  return brl::grpo::prompt_ids(tok, e, std::numeric_limits<int>::max());
 }
 
 int run(const Args& a) {

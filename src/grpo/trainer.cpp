@@ -12,7 +12,6 @@
 #include "model/device.h"
 #include "model/tensor_io.h"
 #include "tasks/rewards.h"
-#include "tokenizer/chat_template.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -30,25 +29,6 @@ std::vector<int64_t> stop_ids(const tok::Tokenizer& tk) {
 }
 
 }  // namespace
-
-std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
-                                const nlohmann::json& chat_template_kwargs) {
-  std::vector<int32_t> ids;
-  if (e.messages.is_null()) {
-    ids = tk.encode(e.prompt, /*add_special_tokens=*/true);
-  } else {
-    const tok::ChatTemplate* t = tk.chat_template();
-    if (!t)
-      throw UserError("the dataset's prompts are lists of messages, but the base model has no chat template",
-                      "give the model folder a chat_template.jinja (or tokenizer_config.json \"chat_template\"), "
-                      "or write the prompts as text");
-    nlohmann::ordered_json kwargs(chat_template_kwargs);
-    if (e.chat_template_kwargs.is_object()) kwargs.update(e.chat_template_kwargs);
-    ids = tk.encode(t->apply_prompt(e.messages, kwargs, "a conversational prompt"), /*add_special_tokens=*/false);
-  }
-  if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
-  return ids;
-}
 
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens) {
   std::vector<int32_t> t = tokens;

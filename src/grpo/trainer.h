@@ -14,6 +14,7 @@
 
 #include "config/grpo_config.h"
 #include "generate/generate.h"
+#include "grpo/prompts.h"
 #include "model/llama.h"
 #include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
@@ -62,12 +63,6 @@ double pass_at_k(int64_t n, int64_t c, int64_t k);
 
 // Text completion of a generated token list: stop tokens removed, decoded.
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
-// A prompt's token ids, the last max_len kept: a text prompt as the tokenizer encodes it (with
-// its BOS); a conversational one rendered by the model's chat template, which writes its own
-// special tokens, then encoded without them (as TRL's GRPOTrainer does), with
-// grpo.chat_template_kwargs under the example's own chat_template_kwargs.
-std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
-                                const nlohmann::json& chat_template_kwargs = nlohmann::json::object());
 // Weighted sum of the task's rewards per completion; weights from cfg.reward_weights or
 // the task defaults (1 each, format_weight for a format reward). Also returns the first
 // reward's scores (correctness) in *first.

@@ -90,7 +90,8 @@ std::vector<double> CommandReward::score(const std::vector<const Example*>& ex, 
     nlohmann::json j = ex[i]->extra;
     j["prompt"] = ex[i]->prompt_json();
     j["answer"] = ex[i]->answer;
-    j["completion"] = comp[i];
+    if (ex[i]->messages.is_null()) j["completion"] = comp[i];
+    else j["completion"] = nlohmann::json::array({{{"role", "assistant"}, {"content", comp[i]}}});
     in << j.dump() << "\n";
   }
   std::string input = in.str(), output;

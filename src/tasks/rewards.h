@@ -28,7 +28,9 @@ class CountdownReward : public RewardFn {
 };
 
 // An external command: JSON lines (prompt, answer, completion, extra fields) on stdin, one
-// number per line on stdout. Failures are UserErrors naming the command and what it did.
+// number per line on stdout. For a conversational prompt the completion is, as TRL passes it
+// to reward functions, [{"role": "assistant", "content": text}]. Failures are UserErrors
+// naming the command and what it did.
 class CommandReward : public RewardFn {
  public:
   explicit CommandReward(std::string command);

@@ -849,14 +849,16 @@ struct Stmt;
 using StmtP = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtP>;
 struct Stmt {
-  enum K : uint8_t { Text, Out, If, For, Set, SetAttr, SetBlock, Macro, Break, Continue, Scope } k;
+  enum K : uint8_t { Text, Out, If, For, Set, SetAttr, SetBlock, Macro, CallBlock, Break, Continue, Scope } k;
   int line = 0;
+  bool reads_caller = false;       // Macro: its body reads `caller` (so it takes one, as in jinja2)
   std::string text;                // Text; SetAttr: variable; SetBlock / Macro: name
   std::string attr;                // SetAttr
-  std::vector<std::string> names;  // Set / For targets, Macro parameters
+  std::vector<std::string> names;  // Set / For targets, Macro / CallBlock (its caller's) parameters
   std::vector<ExprP> e;            // Out: value; If: one condition per branch (null: else);
-                                   // For: iterable, filter; Set / SetAttr: value; Macro: defaults
-  std::vector<Body> bodies;        // If: per branch; For: body, else; SetBlock / Macro / Scope
+                                   // For: iterable, filter; Set / SetAttr: value; Macro / CallBlock: defaults
+  ExprP call;                      // CallBlock: the macro call its body is the caller of
+  std::vector<Body> bodies;        // If: per branch; For: body, else; SetBlock / Macro / CallBlock / Scope
 };
 
 }  // namespace
@@ -884,6 +886,7 @@ class Parser {
   const std::vector<Tok>* toks_ = nullptr;
   size_t tp_ = 0;
   int depth_ = 0, loops_ = 0;
+  int64_t caller_reads_ = 0;  // `caller` names parsed so far: a macro whose body adds any takes a caller
 
   struct Nest {
     int& d;
@@ -1048,20 +1051,31 @@ class Parser {
         }
       }
       end_of_tag();
-    } else if (word == "macro") {
-      s->k = Stmt::Macro;
-      s->text = expect_name();
-      expect_op("(");
-      while (!cur().op(")")) {
-        s->names.push_back(expect_name());
-        s->e.push_back(skip_op("=") ? expression(true) : nullptr);
-        if (!skip_op(",")) break;
+    } else if (word == "macro" || word == "call") {
+      // {% macro name(params) %}, or {% call[(params)] macro(args) %} whose body becomes the
+      // macro's `caller`.
+      const bool block = word == "call";
+      s->k = block ? Stmt::CallBlock : Stmt::Macro;
+      if (!block) s->text = expect_name();
+      if (!block || cur().op("(")) {
+        expect_op("(");
+        while (!cur().op(")")) {
+          s->names.push_back(expect_name());
+          s->e.push_back(skip_op("=") ? expression(true) : nullptr);
+          if (!skip_op(",")) break;
+        }
+        expect_op(")");
       }
-      expect_op(")");
+      if (block) {
+        s->call = expression(true);
+        if (s->call->k != Expr::Call) error("{% call %} expects a macro call, e.g. {% call list(items) %}");
+      }
       end_of_tag();
       int loops = loops_;
       loops_ = 0;
-      s->bodies.push_back(sub_body({"endmacro"}, &end, line));
+      const int64_t reads = caller_reads_;
+      s->bodies.push_back(sub_body({block ? "endcall" : "endmacro"}, &end, line));
+      s->reads_caller = caller_reads_ > reads;
       loops_ = loops;
       end_of_tag();
     } else if (word == "break" || word == "continue") {
@@ -1074,8 +1088,8 @@ class Parser {
       s->bodies.push_back(sub_body({"endgeneration"}, &end, line));
       end_of_tag();
     } else {
-      static const char* const known[] = {"include", "import", "from",       "extends", "block", "call",
-                                          "filter",  "with",   "autoescape", "do",      "trans"};
+      static const char* const known[] = {"include", "import",     "from", "extends", "block",
+                                          "filter",  "autoescape", "with", "do",      "trans"};
       for (const char* k : known)
         if (word == k) error("{% " + word + " %} is not supported in chat templates here");
       error("unknown statement '" + word + "' (or a stray end tag)");
@@ -1244,6 +1258,7 @@ class Parser {
       if (n == "none" || n == "None") return lit(Value::none());
       auto e = node(Expr::Name, line);
       e->name = n;
+      caller_reads_ += n == "caller";
       return e;
     }
     if (t.k == Tok::Str) {
@@ -1753,7 +1768,18 @@ struct Interp {
         break;
       }
       case Stmt::SetBlock: frames.back()[s.text] = Value::str(capture(s.bodies[0])); break;
-      case Stmt::Macro: frames.back()[s.text] = macro(s); break;
+      case Stmt::Macro: frames.back()[s.text] = function(s); break;
+      case Stmt::CallBlock: {
+        auto alive = std::make_shared<bool>(true);
+        struct End {
+          std::shared_ptr<bool> a;
+          ~End() { *a = false; }
+        } end{alive};
+        Value caller = function(s, alive);
+        Value v = eval_call(*s.call, &caller);
+        if (v.t != T::Undef) emit(py_str(v));
+        break;
+      }
       case Stmt::Break: return Flow::Break;
       case Stmt::Continue: return Flow::Continue;
       case Stmt::Scope: return exec(s.bodies[0]);
@@ -1830,43 +1856,60 @@ struct Interp {
     return Flow::Normal;
   }
 
-  Value macro(const Stmt& s) {
+  // A macro (def: Stmt::Macro) or a call block's caller (Stmt::CallBlock) as a function value.
+  // A macro's body sees its arguments and the template's globals; a caller's sees its call
+  // site's variables as well, so the frames pushed since (the macro's) are set aside while
+  // it runs. A caller lives as long as its block: `alive` says whether it still does.
+  Value function(const Stmt& def, std::shared_ptr<const bool> alive = nullptr) {
     auto fn = std::make_shared<Fn>();
-    fn->name = s.text;
-    const Stmt* def = &s;
-    fn->call = [def](Interp& in, Args& a) {
+    const bool caller = def.k == Stmt::CallBlock;
+    fn->name = caller ? "caller" : def.text;
+    const size_t site = frames.size(), site_floor = floor;
+    fn->call = [d = &def, caller, site, site_floor, alive](Interp& in, Args& a) {
       in.step();
+      if (caller && (!*alive || in.frames.size() < site))
+        fail("caller() called after its {% call %} block ended; not supported here");
       if (in.depth >= in.lim.max_depth) fail("macros nested deeper than " + std::to_string(in.lim.max_depth));
-      if (a.pos.size() > def->names.size())
-        fail("macro '" + def->text + "' takes " + std::to_string(def->names.size()) + " arguments");
+      const std::string what = caller ? "caller" : "macro '" + d->text + "'";
+      if (a.pos.size() > d->names.size()) fail(what + " takes " + std::to_string(d->names.size()) + " arguments");
       std::unordered_map<std::string, Value> frame;
-      for (size_t k = 0; k < def->names.size(); ++k) {
-        if (k < a.pos.size()) frame[def->names[k]] = a.pos[k];
+      for (size_t k = 0; k < d->names.size(); ++k) {
+        if (k < a.pos.size()) frame[d->names[k]] = a.pos[k];
       }
       for (auto& [k, v] : a.kw) {
-        if (std::find(def->names.begin(), def->names.end(), k) == def->names.end())
-          fail("macro '" + def->text + "' got an unexpected keyword argument '" + k + "'");
+        // jinja2 passes a call block's body as the keyword `caller`, to macros that read it.
+        const bool known =
+            std::find(d->names.begin(), d->names.end(), k) != d->names.end() || (k == "caller" && d->reads_caller);
+        if (!known) fail(what + " got an unexpected keyword argument '" + k + "'");
         frame[k] = v;
       }
+      if (d->reads_caller && !frame.count("caller")) frame["caller"] = Value::undef("No caller defined");
       struct Restore {
         Interp& in;
         size_t size, floor;
         int line;
+        std::vector<std::unordered_map<std::string, Value>> aside;
         ~Restore() {
-          in.frames.resize(size);
+          in.frames.resize(size - aside.size());
+          for (auto& f : aside) in.frames.push_back(std::move(f));
           in.floor = floor;
           --in.depth;
           in.line = line;
         }
-      } restore{in, in.frames.size(), in.floor, in.line};
+      } restore{in, in.frames.size(), in.floor, in.line, {}};
+      if (caller) {
+        for (size_t k = site; k < in.frames.size(); ++k) restore.aside.push_back(std::move(in.frames[k]));
+        in.frames.resize(site);
+      }
       in.frames.push_back(std::move(frame));
-      in.floor = in.frames.size() - 1;
+      in.floor = caller ? site_floor : in.frames.size() - 1;
       ++in.depth;
-      for (size_t k = 0; k < def->names.size(); ++k)
-        if (!in.frames.back().count(def->names[k]))
-          in.frames.back()[def->names[k]] =
-              def->e[k] ? in.eval(*def->e[k]) : Value::undef("parameter '" + def->names[k] + "' was not given");
-      return Value::str(in.capture(def->bodies[0]));
+      auto& top = in.frames.back();
+      for (size_t k = 0; k < d->names.size(); ++k)
+        if (!top.count(d->names[k]))
+          top[d->names[k]] =
+              d->e[k] ? in.eval(*d->e[k]) : Value::undef("parameter '" + d->names[k] + "' was not given");
+      return Value::str(in.capture(d->bodies[0]));
     };
     Value v = Value::make(T::Fn);
     v.fn = std::move(fn);
@@ -1978,8 +2021,10 @@ struct Interp {
     return a;
   }
 
-  Value eval_call(const Expr& e) {
+  // `caller`: a call block's body, passed as the keyword jinja2 passes it as.
+  Value eval_call(const Expr& e, const Value* caller = nullptr) {
     Args a = eval_args(e);
+    if (caller) a.kw.emplace_back("caller", *caller);
     const Expr& callee = *e.a[0];
     if (callee.k == Expr::Attr) {
       Value obj = eval(*callee.a[0]);
@@ -2533,6 +2578,14 @@ struct Interp {
       int64_t pad = w - len, left = pad / 2 + (pad & w & 1);
       return Value::str(std::string(static_cast<size_t>(left), ' ') + s +
                         std::string(static_cast<size_t>(pad - left), ' '));
+    }
+    if (n == "format") {  // jinja2's do_format: str(value) % (kwargs or args)
+      if (!a.pos.empty() && !a.kw.empty()) fail("can't handle positional and keyword arguments at the same time");
+      const std::string s = v.t == T::Undef ? "" : py_str(v);
+      if (a.kw.empty()) return Value::str(py_percent(s, Value::list(a.pos, T::Tuple)));
+      auto d = std::make_shared<Dict>();
+      for (auto& [k, x] : a.kw) d->set(k, x);
+      return Value::str(py_percent(s, Value::dict(std::move(d))));
     }
     if (n == "wordcount") {
       int64_t words = 0;

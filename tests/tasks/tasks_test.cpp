@@ -217,3 +217,22 @@ TEST(Rewards, ExternalCommand) {
   CommandReward too_few("cat >/dev/null; echo 1");
   EXPECT_THROW(score(too_few, {e, e}, {"x", "y"}), brl::UserError);
 }
+
+// A conversational example's line carries the prompt as its messages and the completion as
+// TRL hands it to reward functions: a list holding one assistant message.
+TEST(Rewards, ExternalCommandSeesConversationsAsTrlDoes) {
+  Example chat{"", "4"};
+  chat.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "2+2?"}])");
+  Example text{"2+2=", "4"};
+  const std::string seen = tmpfile("seen.jsonl", "");
+  CommandReward r("cat > '" + seen + "'; echo 1; echo 0");
+  EXPECT_EQ(score(r, {chat, text}, {"4 é", "5"}), (std::vector<double>{1, 0}));
+  std::ifstream in(seen);
+  std::string l0, l1;
+  std::getline(in, l0), std::getline(in, l1);
+  const auto a = nlohmann::json::parse(l0), b = nlohmann::json::parse(l1);
+  EXPECT_EQ(a.at("prompt"), nlohmann::json::parse(R"([{"role": "user", "content": "2+2?"}])"));
+  EXPECT_EQ(a.at("completion"), nlohmann::json::parse(R"([{"role": "assistant", "content": "4 é"}])"));
+  EXPECT_EQ(b.at("prompt"), "2+2=");
+  EXPECT_EQ(b.at("completion"), "5");
+}

@@ -226,6 +226,22 @@ const std::vector<std::string> kFeatureTemplates = {
     "{{ '%s-%d|%5.2f|%-4s|%x|%%' % (s, n, f, 'ab', 255) }} {{ 'plain' % () }} {{ '%s' % [1, 2] }} {{ '' % d }}",
     "{{ 'a' % 1 }}",
     "{{ lst.append(4) }}",
+    // the format filter: str(value) % args
+    "{{ '%s=%d'|format('a', 3) }} {{ '%s'|format(lst) }} {{ '%5.1f|%-3s|'|format(f, 'x') }} "
+    "[{{ undefined_name|format }}] {{ n|format }} {{ '%s'|format(d) }}",
+    "{{ '%s'|format(1, x=2) }}",
+    // call blocks: the body is the macro's caller(), seeing its call site's variables
+    "{% macro wrap(tag, sep=':') %}<{{ tag }}{{ sep }}{{ caller() }}>{% endmacro %}"
+    "{% call wrap('b') %}in {{ s }} {{ n }}{% endcall %}|{% call wrap('i', sep='=') %}{% endcall %}"
+    "{% for i in [1, 2] %}{% call wrap('l') %}{{ i }}.{{ loop.index }}{% endcall %}{% endfor %}",
+    "{% macro each(items) %}{% for it in items %}{{ caller(it) }}{% endfor %}{% endmacro %}"
+    "{% call(item, mark='*') each(lst) %}[{{ item }}{{ mark }}{{ n }}]{% endcall %}"
+    "{% macro m() %}[{{ caller is defined }}]{% endmacro %}{{ m() }}",
+    "{% macro wrap(t) %}{% set ns = namespace(f=caller()) %}{{ t }}({{ ns.f }}){% endmacro %}"
+    "{% macro outer(v) %}{% call wrap('o') %}{{ v }}{% set z = 5 %}{{ z }}{% endcall %}[{{ z }}]{% endmacro %}"
+    "{{ outer('V') }}",
+    "{% macro plain() %}x{% endmacro %}{% call plain() %}y{% endcall %}",
+    "{% macro wrap() %}{{ caller() }}{% endmacro %}{% call wrap %}y{% endcall %}",
     // whole-template shapes chat templates take
     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}<<SYS>>{{ message['content'] | "
     "trim }}<</SYS>>\n{% elif message['role'] == 'user' %}[INST] {{ message['content'] | trim }} [/INST]"
@@ -263,7 +279,7 @@ TEST(ChatTemplateOracle, FeatureTemplatesRenderAsTransformersDoes) {
   }
   // The error cases above are there on purpose; the rest must render (a case transformers
   // refuses by accident would test nothing).
-  EXPECT_EQ(errors, 22) << "cases transformers refused changed";
+  EXPECT_EQ(errors, 25) << "cases transformers refused changed";
 }
 
 // A conversation set that exercises the real templates' branches.

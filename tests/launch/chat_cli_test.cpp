@@ -1,12 +1,17 @@
+// The commands that show what a model is given for a conversational prompt.
 // `bucketrl generate --chat`: the prompt goes to the model as a user message (after --system's)
 // through the folder's chat template with the generation prompt and --chat-template-kwargs,
-// encoded without special tokens, as TRL renders a conversational prompt. The expected ids:
-// Qwen3's published turn format (<|im_start|>role\ncontent<|im_end|>\n, then the assistant's
-// header; with enable_thinking false an empty think block) encoded by its tokenizer. A folder
-// without a template, and chat options without --chat, stop the command naming the fix.
+// encoded without special tokens, as TRL renders a conversational prompt. `bucketrl dataset
+// --render`: each example's rendered text and ids, with grpo.chat_template_kwargs under the
+// example's own. The expected text: Qwen3's published turn format (<|im_start|>role\ncontent
+// <|im_end|>\n, then the assistant's header; with enable_thinking false an empty think block),
+// its ids from the tokenizer. A folder without a template, and chat options without --chat,
+// stop the command naming the fix.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+
+#include <sstream>
 
 #include "async_util.h"
 #include "../model/test_util.h"
@@ -40,14 +45,27 @@ struct CmdOutput {
   int status;
   std::string out;
 };
-CmdOutput generate(test::TempDir& tmp, std::vector<std::string> args) {
-  args.insert(args.begin(), "generate");
+CmdOutput bucketrl(test::TempDir& tmp, std::vector<std::string> args) {
   static int runs = 0;  // a log per run: run_to_end appends
-  const std::string log = tmp.str("generate" + std::to_string(runs++) + ".log");
+  const std::string log = tmp.str(args[0] + std::to_string(runs++) + ".log");
   int st = test::run_to_end(args, log);
   return {st, test::read_text(log)};
 }
+CmdOutput generate(test::TempDir& tmp, std::vector<std::string> args) {
+  args.insert(args.begin(), "generate");
+  return bucketrl(tmp, args);
+}
 bool ok(const CmdOutput& r) { return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0; }
+// The output's JSON lines (the log's lines are not JSON).
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty() && l[0] == '{') v.push_back(json::parse(l));
+  return v;
+}
+const std::string kQwen3User = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
+const std::string kNoThinking = "<think>\n\n</think>\n\n";
 
 }  // namespace
 
@@ -55,16 +73,14 @@ TEST(GenerateCli, ChatRendersTheUserMessageWithTheModelsTemplate) {
   test::TempDir tmp;
   const std::string dir = qwen3_folder(tmp, true);
   const auto tk = tok::Tokenizer::from_dir(dir);
-  const std::string turns =
-      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
-      "<|im_start|>assistant\n";
+  const std::string turns = "<|im_start|>system\nBe brief.<|im_end|>\n" + kQwen3User;
   struct Case {
     std::vector<std::string> extra;
     std::string text;
   };
   for (const Case& c : std::vector<Case>{
            {{}, turns},
-           {{"--chat-template-kwargs", R"({"enable_thinking": false})"}, turns + "<think>\n\n</think>\n\n"},
+           {{"--chat-template-kwargs", R"({"enable_thinking": false})"}, turns + kNoThinking},
        }) {
     std::vector<std::string> args = {
         "--model",       dir, "--chat",           "--system", "Be brief.", "--prompt", "What is 2+2?",
@@ -72,9 +88,9 @@ TEST(GenerateCli, ChatRendersTheUserMessageWithTheModelsTemplate) {
     args.insert(args.end(), c.extra.begin(), c.extra.end());
     const CmdOutput r = generate(tmp, args);
     ASSERT_TRUE(ok(r)) << r.out;
-    const size_t at = r.out.find("\n{");  // the completion's line, after the log's
-    ASSERT_NE(at, std::string::npos) << r.out;
-    const json j = json::parse(r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1));
+    const auto lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    const json& j = lines[0];
     EXPECT_EQ(j.at("prompt_token_ids").get<std::vector<int32_t>>(), tk.encode(c.text, /*add_special_tokens=*/false))
         << c.text;
     EXPECT_EQ(j.at("token_ids").size(), 2u);
@@ -108,4 +124,42 @@ TEST(GenerateCli, ChatOptionsNeedATemplateAndChat) {
   }
   // Text prompts still work on a folder without a template.
   EXPECT_TRUE(ok(generate(tmp, {"--model", dir, "--prompt", "hi", "--max-new-tokens", "1"})));
+}
+
+TEST(DatasetCli, RenderShowsThePromptsAsWorkersEncodeThem) {
+  test::TempDir tmp;
+  const std::string dir = qwen3_folder(tmp, true);
+  const auto tk = tok::Tokenizer::from_dir(dir);
+  // The run's kwargs leave thinking off; the second example turns it back on for itself.
+  const json msgs = json::parse(R"([{"role": "user", "content": "What is 2+2?"}])");
+  test::write_file(
+      tmp.str("eval.jsonl"),
+      json{{"prompt", msgs}, {"answer", "4"}}.dump() + "\n" +
+          json{{"prompt", msgs}, {"answer", "4"}, {"chat_template_kwargs", {{"enable_thinking", true}}}}.dump() + "\n" +
+          json{{"prompt", "2+2="}, {"answer", "4"}}.dump() + "\n");
+  const std::vector<std::string> task = {"--set",   "task.name=jsonl",
+                                         "--set",   "task.dataset_path=" + tmp.str("eval.jsonl"),
+                                         "--set",   "task.eval_path=" + tmp.str("eval.jsonl"),
+                                         "--split", "eval"};
+  std::vector<std::string> args = {"dataset", "--render",
+                                   "--set",   "model.path=" + dir,
+                                   "--set",   R"(chat_template_kwargs={"enable_thinking": false})"};
+  args.insert(args.end(), task.begin(), task.end());
+  const CmdOutput r = bucketrl(tmp, args);
+  ASSERT_TRUE(ok(r)) << r.out;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  const std::vector<std::string> text = {kQwen3User + kNoThinking, kQwen3User, "2+2="};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(lines[i].at("prompt_text"), text[i]) << i;
+    // Text prompts keep the tokenizer's special tokens; rendered ones get them from the template.
+    EXPECT_EQ(lines[i].at("prompt_ids").get<std::vector<int32_t>>(), tk.encode(text[i], /*add_special_tokens=*/i == 2))
+        << i;
+  }
+  // Without a model there is nothing to render with.
+  args = {"dataset", "--render"};
+  args.insert(args.end(), task.begin(), task.end());
+  const CmdOutput none = bucketrl(tmp, args);
+  EXPECT_FALSE(ok(none));
+  EXPECT_NE(none.out.find("no model to render the prompts for"), std::string::npos) << none.out;
 }

@@ -1,0 +1,27 @@
+#include "grpo/prompts.h"
+
+#include "tokenizer/chat_template.h"
+#include "util/error.h"
+
+namespace brl::grpo {
+
+std::string prompt_text(const tok::Tokenizer& tk, const tasks::Example& e, const nlohmann::json& chat_template_kwargs) {
+  if (e.messages.is_null()) return e.prompt;
+  const tok::ChatTemplate* t = tk.chat_template();
+  if (!t)
+    throw UserError("the model has no chat template to render a conversational prompt (a list of messages) with",
+                    "give the model folder a chat_template.jinja (or tokenizer_config.json \"chat_template\"), "
+                    "or give the prompt as text");
+  nlohmann::ordered_json kwargs(chat_template_kwargs);
+  if (e.chat_template_kwargs.is_object()) kwargs.update(e.chat_template_kwargs);
+  return t->apply_prompt(e.messages, kwargs, "a conversational prompt");
+}
+
+std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
+                                const nlohmann::json& chat_template_kwargs) {
+  auto ids = tk.encode(prompt_text(tk, e, chat_template_kwargs), /*add_special_tokens=*/e.messages.is_null());
+  if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
+  return ids;
+}
+
+}  // namespace brl::grpo
