@@ -53,6 +53,7 @@ cli::RunFn setup_dataset(CLI::App& app) {
       j["prompt"] = e.prompt_json();
       if (!e.chat_template_kwargs.is_null())
         j["chat_template_kwargs"] = nlohmann::json::parse(e.chat_template_kwargs.dump());
+      if (!e.tools.is_null()) j["tools"] = nlohmann::json::parse(e.tools.dump());
       j["answer"] = e.answer;
       if (tk) {
         j["prompt_text"] = grpo::prompt_text(*tk, e, cfg.grpo.chat_template_kwargs);

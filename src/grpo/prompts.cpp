@@ -14,7 +14,7 @@ std::string prompt_text(const tok::Tokenizer& tk, const tasks::Example& e, const
                     "or give the prompt as text");
   nlohmann::ordered_json kwargs(chat_template_kwargs);
   if (e.chat_template_kwargs.is_object()) kwargs.update(e.chat_template_kwargs);
-  return t->apply_prompt(e.messages, kwargs, "a conversational prompt");
+  return t->apply_prompt(e.messages, kwargs, "a conversational prompt", e.tools);
 }
 
 std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,

@@ -89,6 +89,7 @@ std::vector<double> CommandReward::score(const std::vector<const Example*>& ex, 
   for (size_t i = 0; i < comp.size(); ++i) {
     nlohmann::json j = ex[i]->extra;
     j["prompt"] = ex[i]->prompt_json();
+    if (!ex[i]->tools.is_null()) j["tools"] = nlohmann::json::parse(ex[i]->tools.dump());  // to check calls against
     j["answer"] = ex[i]->answer;
     if (ex[i]->messages.is_null()) j["completion"] = comp[i];
     else j["completion"] = nlohmann::json::array({{{"role", "assistant"}, {"content", comp[i]}}});

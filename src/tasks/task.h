@@ -19,9 +19,11 @@ struct Example {
   std::string answer;
   nlohmann::json extra = nlohmann::json::object();  // any other fields (numbers, target, ...)
   // TRL's conversational prompt: a list of {"role", "content"} messages that the model's chat
-  // template renders (null for a text prompt), and per-example chat_template_kwargs.
+  // template renders (null for a text prompt), per-example chat_template_kwargs, and the tools
+  // (JSON schemas) the template lists for the model to call (null: none).
   nlohmann::ordered_json messages;
   nlohmann::ordered_json chat_template_kwargs;
+  nlohmann::ordered_json tools;
   // The prompt as a JSON value: the text, or the list of messages.
   nlohmann::json prompt_json() const;
 };
@@ -67,8 +69,9 @@ class Task {
 std::unique_ptr<Task> make_task(const TaskOptions& opt);
 
 // JSONL: one object per line with "prompt" (text, or TRL's conversational list of messages)
-// and "answer" (string or number); "chat_template_kwargs" (an object) goes with a
-// conversational prompt; extra fields kept. Errors name the file and line.
+// and "answer" (string or number); "chat_template_kwargs" (an object) and "tools" (a list of
+// JSON schemas) go with a conversational prompt; extra fields kept. Errors name the file and
+// line.
 std::vector<Example> load_jsonl(const std::string& path);
 
 // The integer a completion states: the first integer in it, optionally signed. False if none.

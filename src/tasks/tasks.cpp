@@ -216,6 +216,20 @@ std::vector<Example> load_jsonl(const std::string& path) {
           throw UserError(where + ": \"chat_template_kwargs\" must be an object, e.g. {\"enable_thinking\": false}");
         j.erase("chat_template_kwargs");
       }
+      if (oj.contains("tools") && !oj["tools"].is_null()) {
+        e.tools = oj["tools"];
+        if (!e.tools.is_array() || !std::all_of(e.tools.begin(), e.tools.end(), [](auto& t) { return t.is_object(); }))
+          throw UserError(where + ": \"tools\" must be a list of JSON schemas",
+                          "e.g. [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                          "\"parameters\": {...}}}]");
+      }
+      j.erase("tools");
+    } else if (j.contains("tools") &&
+               !j["tools"].is_null()) {  // a text prompt has no template to list them: they would be lost
+      throw UserError(where +
+                          ": \"tools\" needs a conversational prompt (a list of messages) for the chat "
+                          "template to list them in",
+                      "write \"prompt\" as [{\"role\": \"user\", \"content\": ...}]");
     } else if (!j.contains("prompt") || !j["prompt"].is_string()) {
       throw UserError(where + ": missing field \"prompt\" (a string, or a list of {\"role\", \"content\"} messages)");
     } else {

@@ -155,12 +155,14 @@ std::string ChatTemplate::apply(const ojson& messages, const ChatOptions& opt) c
   return head;
 }
 
-std::string ChatTemplate::apply_prompt(const ojson& messages, const ojson& kwargs, const std::string& where) const {
+std::string ChatTemplate::apply_prompt(const ojson& messages, const ojson& kwargs, const std::string& where,
+                                       const ojson& tools) const {
   if (!messages.is_array() || messages.empty() || !messages.back().is_object())
     throw UserError(where + ": a conversational prompt must be a non-empty list of {\"role\", \"content\"} objects");
   ChatOptions o;
   o.add_generation_prompt = true;  // always, as GRPOTrainer._tokenize_prompts (TRL 1.x)
   if (!kwargs.is_null()) o.kwargs = kwargs;
+  if (!tools.empty()) o.tools = tools;
   return apply(messages, o);
 }
 

@@ -39,10 +39,11 @@ class ChatTemplate {
   std::string apply(const nlohmann::ordered_json& messages, const ChatOptions& opt = {}) const;
 
   // A conversational prompt as TRL's GRPOTrainer renders it: the generation prompt added,
-  // chat_template_kwargs (an object, or null) passed as template variables. A malformed list
-  // is an error naming `where`.
+  // chat_template_kwargs (an object, or null) passed as template variables, `tools` (JSON
+  // schemas; null or empty: none, as TRL's `tools or None`). A malformed list is an error
+  // naming `where`.
   std::string apply_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& kwargs,
-                           const std::string& where) const;
+                           const std::string& where, const nlohmann::ordered_json& tools = nullptr) const;
 
   const std::string& label() const { return tpl_.label(); }
 

@@ -3,7 +3,7 @@
 // test data. A JSONL dataset in TRL's conversational form (read by tasks::load_jsonl) goes
 // through the model's chat template with the generation prompt and chat_template_kwargs, then is
 // encoded without special tokens; text prompts are encoded with them. Ids must be equal, with
-// the kwargs given per example, run-wide (grpo.chat_template_kwargs) or both.
+// the kwargs given per example, run-wide (grpo.chat_template_kwargs) or both, and with tools.
 // A missing oracle is a failure naming scripts/setup.sh --test, not a skip.
 #include <gtest/gtest.h>
 
@@ -28,6 +28,7 @@ std::string testdata(const std::string& model) { return std::string(BRL_TESTDATA
 struct Batch {
   std::string model_dir;
   json prompts, kwargs;  // kwargs: TRL's GRPOConfig.chat_template_kwargs
+  json tools = nullptr;  // GRPOTrainer's tools (JSON schemas); ours come per example
 };
 // How our side gets the kwargs: as each example's chat_template_kwargs, as grpo's run-wide
 // chat_template_kwargs, or the run's {"enable_thinking": true} under each example's own
@@ -38,7 +39,8 @@ enum class Via { example, run, example_over_run };
 std::vector<std::vector<std::vector<int32_t>>> trl_ids(TempDir& dir, const std::vector<Batch>& batches) {
   json req = json::array();
   for (auto& b : batches)
-    req.push_back({{"model_dir", b.model_dir}, {"prompts", b.prompts}, {"chat_template_kwargs", b.kwargs}});
+    req.push_back(
+        {{"model_dir", b.model_dir}, {"prompts", b.prompts}, {"chat_template_kwargs", b.kwargs}, {"tools", b.tools}});
   test::write_file(dir.str("req.json"), req.dump());
   EXPECT_TRUE(hf::run_command("'" BRL_PYTHON "' '" + hf::source("tools/trl/prompt_ids.py") + "' < '" +
                               dir.str("req.json") + "' > '" + dir.str("out.json") + "'"));
@@ -69,6 +71,10 @@ TEST(TrlPromptOracle, PromptsTokenizeAsTrlDoes) {
   std::vector<std::vector<tasks::Example>> ours;
   std::vector<json> run_kwargs;  // grpo.chat_template_kwargs on our side, per batch
   const json no_thinking = {{"enable_thinking", false}};
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "The weather in a city", "parameters": {"type": "object", "properties":
+      {"city": {"type": "string", "description": "the city"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+      "required": ["city"]}}}, {"type": "function", "function": {"name": "noop", "parameters": {}}}])");
   for (const char* model : {"qwen3", "llama3"}) {
     for (const auto& [kwargs, via] : std::vector<std::pair<json, Via>>{{json::object(), Via::example},
                                                                        {no_thinking, Via::example},
@@ -96,6 +102,13 @@ TEST(TrlPromptOracle, PromptsTokenizeAsTrlDoes) {
     ours.push_back(plain);
     batches.push_back({testdata(model), texts, json::object()});
     run_kwargs.push_back(no_thinking);  // no template for text prompts: the kwargs change nothing
+    // Tools the template lists for the model to call (the Llama 3 template here ignores them).
+    std::string jsonl;
+    for (auto& c : convs) jsonl += json{{"prompt", c}, {"answer", "51"}, {"tools", tools}}.dump() + "\n";
+    test::write_file(dir.str("tools.jsonl"), jsonl);
+    ours.push_back(tasks::load_jsonl(dir.str("tools.jsonl")));
+    batches.push_back({testdata(model), convs, json::object(), tools});
+    run_kwargs.push_back(json::object());
   }
   auto ref = trl_ids(dir, batches);
   ASSERT_EQ(ref.size(), batches.size());

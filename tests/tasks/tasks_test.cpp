@@ -156,24 +156,33 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
   };
   std::string bad = tmpfile("bad.jsonl", "{\"prompt\":\"a\"}\n{\"answer\":1}\n");
   EXPECT_NE(error_of(bad).find(bad + ":2: missing field \"prompt\""), std::string::npos) << error_of(bad);
-  // TRL's conversational form: the messages kept in their key order, with chat_template_kwargs;
-  // the prompt goes to reward commands and `bucketrl dataset` as the list it was.
+  // TRL's conversational form: the messages kept in their key order, with chat_template_kwargs
+  // and tools; the prompt goes to reward commands and `bucketrl dataset` as the list it was.
   std::string chat = tmpfile("chat.jsonl",
                              "{\"prompt\":[{\"role\":\"user\",\"content\":\"2+2?\",\"b\":1,\"a\":2}],\"answer\":4,"
-                             "\"chat_template_kwargs\":{\"enable_thinking\":false},\"level\":1}\n");
+                             "\"chat_template_kwargs\":{\"enable_thinking\":false},\"level\":1,"
+                             "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{}}}]}\n"
+                             "{\"prompt\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":null}\n");
   auto c = load_jsonl(chat);
-  ASSERT_EQ(c.size(), 1u);
+  ASSERT_EQ(c.size(), 2u);
   EXPECT_TRUE(c[0].prompt.empty());
   EXPECT_EQ(c[0].messages.dump(), R"([{"role":"user","content":"2+2?","b":1,"a":2}])");
   EXPECT_EQ(c[0].chat_template_kwargs.dump(), R"({"enable_thinking":false})");
+  EXPECT_EQ(c[0].tools.dump(), R"([{"type":"function","function":{"name":"add","parameters":{}}}])");
   EXPECT_EQ(c[0].extra.dump(), R"({"level":1})");
+  EXPECT_TRUE(c[1].tools.is_null());  // null: no tools, as a dataset exported with a tools column writes it
+  EXPECT_EQ(c[1].extra.dump(), "{}");
   EXPECT_EQ(c[0].prompt_json().dump(), R"([{"a":2,"b":1,"content":"2+2?","role":"user"}])");
-  for (auto [text, msg] : {std::pair{"{\"prompt\":[]}", "\"prompt\" is an empty list of messages"},
-                           std::pair{"{\"prompt\":[{\"content\":\"x\"}]}", "message 0 of \"prompt\" is not a"},
-                           std::pair{"{\"prompt\":[\"x\"]}", "message 0 of \"prompt\" is not a"},
-                           std::pair{"{\"prompt\":[{\"role\":\"user\"}],\"chat_template_kwargs\":[1]}",
-                                     "\"chat_template_kwargs\" must be an object"},
-                           std::pair{"{\"prompt\":7}", "missing field \"prompt\""}}) {
+  for (auto [text, msg] :
+       {std::pair{"{\"prompt\":[]}", "\"prompt\" is an empty list of messages"},
+        std::pair{"{\"prompt\":[{\"content\":\"x\"}]}", "message 0 of \"prompt\" is not a"},
+        std::pair{"{\"prompt\":[\"x\"]}", "message 0 of \"prompt\" is not a"},
+        std::pair{"{\"prompt\":[{\"role\":\"user\"}],\"chat_template_kwargs\":[1]}",
+                  "\"chat_template_kwargs\" must be an object"},
+        std::pair{"{\"prompt\":[{\"role\":\"user\"}],\"tools\":{\"a\":1}}", "\"tools\" must be a list of JSON schemas"},
+        std::pair{"{\"prompt\":[{\"role\":\"user\"}],\"tools\":[1]}", "\"tools\" must be a list of JSON schemas"},
+        std::pair{"{\"prompt\":\"2+2=\",\"tools\":[]}", "\"tools\" needs a conversational prompt"},
+        std::pair{"{\"prompt\":7}", "missing field \"prompt\""}}) {
     std::string f = tmpfile("badchat.jsonl", std::string(text) + "\n");
     EXPECT_NE(error_of(f).find(f + ":1: " + msg), std::string::npos) << text << " -> " << error_of(f);
   }
@@ -218,11 +227,13 @@ TEST(Rewards, ExternalCommand) {
   EXPECT_THROW(score(too_few, {e, e}, {"x", "y"}), brl::UserError);
 }
 
-// A conversational example's line carries the prompt as its messages and the completion as
-// TRL hands it to reward functions: a list holding one assistant message.
+// A conversational example's line carries the prompt as its messages, its tools (to check a
+// call against), and the completion as TRL hands it to reward functions: a list holding one
+// assistant message.
 TEST(Rewards, ExternalCommandSeesConversationsAsTrlDoes) {
   Example chat{"", "4"};
   chat.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "2+2?"}])");
+  chat.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "add"}}])");
   Example text{"2+2=", "4"};
   const std::string seen = tmpfile("seen.jsonl", "");
   CommandReward r("cat > '" + seen + "'; echo 1; echo 0");
@@ -233,6 +244,8 @@ TEST(Rewards, ExternalCommandSeesConversationsAsTrlDoes) {
   const auto a = nlohmann::json::parse(l0), b = nlohmann::json::parse(l1);
   EXPECT_EQ(a.at("prompt"), nlohmann::json::parse(R"([{"role": "user", "content": "2+2?"}])"));
   EXPECT_EQ(a.at("completion"), nlohmann::json::parse(R"([{"role": "assistant", "content": "4 é"}])"));
+  EXPECT_EQ(a.at("tools"), nlohmann::json::parse(R"([{"type": "function", "function": {"name": "add"}}])"));
+  EXPECT_FALSE(b.contains("tools"));
   EXPECT_EQ(b.at("prompt"), "2+2=");
   EXPECT_EQ(b.at("completion"), "5");
 }

@@ -5,6 +5,7 @@ Reads a JSON list of batches on stdin, each
   model_dir             a folder with tokenizer.json / tokenizer_config.json (its chat template)
   prompts               one batch: all text, or all conversational (lists of messages)
   chat_template_kwargs  GRPOConfig.chat_template_kwargs (an object)
+  tools                 GRPOTrainer's tools, as JSON schemas (optional)
 and prints a list of {"ids": [[...], ...]}, one per batch (one process: TRL imports slowly).
 TRL's code, run as GRPOTrainer runs it: GRPOTrainer._tokenize_prompts, with `self` a stand-in
 holding only what that method reads for a text-only model without tools or environments.
@@ -23,7 +24,7 @@ def tokenize(q):
         processing_class=AutoTokenizer.from_pretrained(q["model_dir"]),
         _is_vlm=False,
         environment_factories=None,
-        tools=None,
+        tools=q.get("tools"),
         chat_template=None,
         chat_template_kwargs=q.get("chat_template_kwargs") or {},
     )
