@@ -58,6 +58,9 @@ ConfigTable GrpoConfig::table() {
       .add("use_bias_correction_kl", &use_bias_correction_kl, "multiply the k3 KL term by the importance ratio")
       .add("scale_rewards", &scale_rewards, kScaleRewards, "group | batch | none")
       .add("reward_weights", &reward_weights, "weight per reward function")
+      .add("multi_objective_aggregation", &multi_objective_aggregation, kMultiObjectiveAggregations,
+           "sum_then_normalize (weighted sum, then scale_rewards) | normalize_then_sum (GDPO: each reward "
+           "normalised in its group, then the weighted sum over the batch; scale_rewards unused)")
       .add("mask_truncated_completions", &mask_truncated_completions, "drop completions that hit the length limit")
       .add("seed", &seed, "random seed");
   return t;

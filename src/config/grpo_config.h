@@ -19,6 +19,12 @@ inline const EnumNames<ImportanceSamplingLevel> kImportanceSamplingLevels{{"toke
 // What a group's centred rewards are divided by: the group's std, the whole batch's, nothing.
 enum class ScaleRewards { group, batch, none };
 inline const EnumNames<ScaleRewards> kScaleRewards{{"group", "batch", "none"}};
+// How several reward functions make one advantage: TRL's sum_then_normalize (weighted sum,
+// then scale_rewards) or normalize_then_sum (GDPO: each function normalised in its group,
+// then the weighted sum normalised over the batch).
+enum class MultiObjectiveAggregation { sum_then_normalize, normalize_then_sum };
+inline const EnumNames<MultiObjectiveAggregation> kMultiObjectiveAggregations{
+    {"sum_then_normalize", "normalize_then_sum"}};
 enum class LrSchedulerType { linear, constant, cosine };
 inline const EnumNames<LrSchedulerType> kLrSchedulerTypes{{"linear", "constant", "cosine"}};
 // In JSON (the resolved config, run.json) as their names.
@@ -26,6 +32,7 @@ inline void to_json(nlohmann::json& j, LossType e) { j = kLossTypes(e); }
 inline void to_json(nlohmann::json& j, ImportanceSamplingLevel e) { j = kImportanceSamplingLevels(e); }
 inline void to_json(nlohmann::json& j, ScaleRewards e) { j = kScaleRewards(e); }
 inline void to_json(nlohmann::json& j, LrSchedulerType e) { j = kLrSchedulerTypes(e); }
+inline void to_json(nlohmann::json& j, MultiObjectiveAggregation e) { j = kMultiObjectiveAggregations(e); }
 
 // Normalised by the active tokens of the whole generation batch (num_items_in_batch), so the
 // trainer must not average its micro-batches again: dapo, cispo and vespo.
@@ -76,6 +83,7 @@ struct GrpoConfig {
   bool use_bias_correction_kl = true;               // k3 KL times the importance ratio (TRL's default)
   ScaleRewards scale_rewards = ScaleRewards::group;
   std::vector<double> reward_weights;  // one per reward function; empty = all 1
+  MultiObjectiveAggregation multi_objective_aggregation = MultiObjectiveAggregation::sum_then_normalize;
   bool mask_truncated_completions = false;
   int seed = 42;
 

@@ -15,6 +15,18 @@ at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, Scale
   return adv.reshape({-1}).to(at::kFloat);
 }
 
+at::Tensor decoupled_advantages(const at::Tensor& rewards_per_func, const std::vector<double>& weights,
+                                int64_t group_size) {
+  BRL_ASSERT(rewards_per_func.dim() == 2 && group_size > 0 && rewards_per_func.size(0) % group_size == 0 &&
+             rewards_per_func.size(1) == static_cast<int64_t>(weights.size()));
+  const int64_t K = rewards_per_func.size(1);
+  at::Tensor g = rewards_per_func.to(at::kDouble).view({-1, group_size, K});  // [N, G, K]
+  at::Tensor z = (g - g.mean(1, /*keepdim=*/true)) / (g.std(1, /*unbiased=*/true, /*keepdim=*/true) + 1e-4);
+  at::Tensor w = at::tensor(weights, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor r = (z.view({-1, K}) * w).sum(1);  // [N*G]
+  return ((r - r.mean()) / (r.std(/*unbiased=*/true) + 1e-4)).to(at::kFloat);
+}
+
 namespace {
 
 // VESPO's weight per sequence [B, 1] (TRL's get_gamma_weights): w = exp of the summed token

@@ -23,6 +23,11 @@ namespace brl::grpo {
 // all; std is Bessel-corrected as torch.std (TRL), with +1e-4 so zero-variance groups
 // give exactly zero advantage instead of NaN.
 at::Tensor group_advantages(const at::Tensor& rewards, int64_t group_size, ScaleRewards scale);
+// GDPO (TRL's multi_objective_aggregation = normalize_then_sum): rewards_per_func [N*G, K],
+// each function centred and scaled within its group, summed with weights [K], then the sum
+// centred and scaled over the whole batch (std Bessel-corrected, +1e-4, as above).
+at::Tensor decoupled_advantages(const at::Tensor& rewards_per_func, const std::vector<double>& weights,
+                                int64_t group_size);
 
 struct LossInputs {
   at::Tensor logps;       // [B, T] log-probs of the completion tokens under the current policy (grad)

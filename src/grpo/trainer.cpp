@@ -39,7 +39,7 @@ std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>
 
 std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
                                      const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& comp,
-                                     std::vector<double>* first) {
+                                     std::vector<double>* first, std::vector<std::vector<double>>* per_func) {
   if (!weights.empty() && weights.size() != task.rewards.size())
     throw UserError("grpo.reward_weights has " + std::to_string(weights.size()) + " entries for " +
                     std::to_string(task.rewards.size()) + " reward functions");
@@ -49,6 +49,7 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
     if (k == 0 && first) *first = s;
     double w = weights.empty() ? 1.0 : weights[k];
     for (size_t i = 0; i < s.size(); ++i) total[i] += w * s[i];
+    if (per_func) per_func->push_back(std::move(s));
   }
   return total;
 }
@@ -451,9 +452,19 @@ StepStats GrpoTrainer::step() {
     texts.push_back(completion_text(tk_, c.tokens));
   }
   std::vector<double> first;
-  auto rewards = combined_rewards(task_, weights_, ex, texts, &first);
+  std::vector<std::vector<double>> per_func;  // [function][completion]
+  auto rewards = combined_rewards(task_, weights_, ex, texts, &first, &per_func);
   at::Tensor r = torch::tensor(rewards, torch::kDouble);
-  at::Tensor adv = group_advantages(r, G, cfg_.scale_rewards);  // [P*G]
+  at::Tensor adv;  // [P*G]
+  if (cfg_.multi_objective_aggregation == MultiObjectiveAggregation::normalize_then_sum) {
+    std::vector<double> flat;
+    for (auto& s : per_func) flat.insert(flat.end(), s.begin(), s.end());
+    const auto K = static_cast<int64_t>(per_func.size());
+    std::vector<double> w = weights_.empty() ? std::vector<double>(per_func.size(), 1.0) : weights_;
+    adv = decoupled_advantages(torch::tensor(flat, torch::kDouble).view({K, -1}).t(), w, G);
+  } else {
+    adv = group_advantages(r, G, cfg_.scale_rewards);
+  }
   st.reward_mean = r.mean().item<double>();
   st.reward_std = r.std().item<double>();
   {

@@ -66,9 +66,11 @@ std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>
 // Weighted sum of the task's rewards per completion; weights from cfg.reward_weights or
 // the task defaults (1 each, format_weight for a format reward). Also returns the first
 // reward's scores (correctness) in *first.
+// *per_func, when given, receives every function's scores ([function][completion]).
 std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
                                      const std::vector<const tasks::Example*>& ex,
-                                     const std::vector<std::string>& completions, std::vector<double>* first);
+                                     const std::vector<std::string>& completions, std::vector<double>* first,
+                                     std::vector<std::vector<double>>* per_func = nullptr);
 
 // Greedy (or sampled) evaluation on the task's held-out prompts, and pass@k when pass.k > 0.
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,

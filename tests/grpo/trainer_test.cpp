@@ -353,6 +353,27 @@ TEST(GrpoTrainer, RunChatTemplateKwargsReachEveryPromptAndExamplesOverrideThem) 
             tk.encode(e.messages[0]["content"].get<std::string>() + "=", /*add_special_tokens=*/false));
 }
 
+// GDPO (multi_objective_aggregation = normalize_then_sum) through the trainer, with a reward
+// that never varies beside one that does: each function is normalised in its group, so the
+// constant one adds nothing, and the step trains as on the varying reward alone.
+TEST(GrpoTrainer, NormalizeThenSumTrainsOnTheVaryingReward) {
+  StepEnv env;
+  auto train = [&](std::vector<std::shared_ptr<tasks::RewardFn>> rewards) {
+    env.task->rewards = std::move(rewards);
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m);
+    auto g = small_grpo(0.0);
+    g.multi_objective_aggregation = grpo::MultiObjectiveAggregation::normalize_then_sum;
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    EXPECT_GT(tr.step().reward_std, 0.0);
+    return lora_b(m);
+  };
+  const at::Tensor both = train({std::make_shared<ConstantReward>(), std::make_shared<LengthReward>()});
+  const at::Tensor alone = train({std::make_shared<LengthReward>()});
+  EXPECT_GT(both.abs().sum().item<double>(), 0.0);
+  EXPECT_TRUE(torch::allclose(both, alone, 1e-5, 1e-7)) << (both - alone).abs().max();
+}
+
 // A trainer on a random byte-level model with the small adapter, at a constant learning rate:
 // the optimizer-state tests.
 struct OptimizerEnv {

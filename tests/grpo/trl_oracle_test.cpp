@@ -5,7 +5,9 @@
 // without the k3 KL term, asymmetric clipping (epsilon 0.2, epsilon_high 0.28) hit on both sides,
 // ragged masks and a truncated completion masked out, dapo's num_items_in_batch as TRL's
 // generation step counts it (the whole generation batch, also across micro-batches), the logged
-// clip ratio and KL, and the advantages for scale_rewards group | batch | none.
+// clip ratio and KL, the advantages for scale_rewards group | batch | none, and for three
+// weighted reward functions under multi_objective_aggregation sum_then_normalize |
+// normalize_then_sum (GDPO).
 //
 // Tolerances. Loss and gradients: float64 on both sides and the same operations, so
 //   |ours - TRL| <= 1e-10 * max |TRL| (measured 0: bit-identical on x86-64 with torch 2.11; the
@@ -169,6 +171,17 @@ at::Tensor advantage_rewards() {  // [24] = 6 groups of 4; group 2 constant (zer
   return r;
 }
 
+// [24, 3]: three reward functions over the same 6 groups of 4; the first is constant in group
+// 2 (zero std inside a group for one function only), the third is 0/1 like a correctness reward.
+at::Tensor multi_rewards() {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(12);
+  at::Tensor r = at::rand({24, 3}, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 0.5;
+  r.slice(0, 8, 12).select(1, 0).fill_(0.75);
+  r.select(1, 2).copy_(at::randint(0, 2, {24}, gen, at::TensorOptions().dtype(at::kDouble)));
+  return r;
+}
+const std::vector<double> kMultiWeights = {1.0, 0.5, 2.0};
+
 std::map<std::string, json> all_cases() {
   std::map<std::string, json> cases;
   Batch b = random_batch(2024);
@@ -193,6 +206,12 @@ std::map<std::string, json> all_cases() {
   for (std::string scale : {"group", "batch", "none"})
     cases["advantages/" + scale] = {
         {"rewards", to_json(r)}, {"num_generations", kG}, {"scale_rewards", scale}, {"completion_mask", mask}};
+  for (std::string agg : {"sum_then_normalize", "normalize_then_sum"})
+    cases["multi/" + agg] = {{"rewards", to_json(multi_rewards())},
+                             {"reward_weights", kMultiWeights},
+                             {"multi_objective_aggregation", agg},
+                             {"num_generations", kG},
+                             {"completion_mask", mask}};
   for (auto& [name, nc] : newer_cases()) cases["newer/" + name] = loss_case(b, nc.type, nc.beta, nc.extra);
   // TRL's defaults for the KL term (use_bias_correction_kl unset = True): ours' default too.
   json d = loss_case(b, "bnpo", kBeta);
@@ -386,6 +405,31 @@ TEST(TrlOracle, TruncatedCompletionMaskedOutMatchesTrl) {
         worst, expect_matches(b, t, kept, t["num_items_in_batch"].get<double>(), trl().cases.at("truncated/" + type)));
   }
   std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
+}
+
+// Several reward functions (weights 1, 0.5, 2): sum_then_normalize is group_advantages of the
+// weighted sum (as the trainer forms it); normalize_then_sum (GDPO) is decoupled_advantages.
+TEST(TrlOracle, MultiRewardAdvantagesMatchTrlForEachAggregation) {
+  ASSERT_TRUE(trl_ran());
+  at::Tensor per_func = multi_rewards();
+  at::Tensor w = at::tensor(kMultiWeights, at::TensorOptions().dtype(at::kDouble));
+  for (std::string agg : {"sum_then_normalize", "normalize_then_sum"}) {
+    SCOPED_TRACE(agg);
+    const json& t = trl().results.at("multi/" + agg);
+    ASSERT_TRUE(t.contains("advantages")) << t.dump();
+    at::Tensor theirs = from_json(t["advantages"]);
+    at::Tensor mine = (agg == "normalize_then_sum" ? decoupled_advantages(per_func, kMultiWeights, kG)
+                                                   : group_advantages((per_func * w).sum(1), kG, ScaleRewards::group))
+                          .to(at::kDouble);
+    ASSERT_EQ(mine.numel(), theirs.numel());
+    at::Tensor bound = kAdvRelTol * theirs.abs() + 1e-12;
+    EXPECT_TRUE(((mine - theirs).abs() <= bound).all().item<bool>()) << "ours " << mine << "\nTRL " << theirs;
+    std::printf("    %s: max |ours - TRL| / max |TRL| %.2e\n", agg.c_str(), rel(mine, theirs));
+  }
+  // The two differ on this data (else the comparison would not tell them apart).
+  EXPECT_GT(rel(from_json(trl().results.at("multi/sum_then_normalize")["advantages"]),
+                from_json(trl().results.at("multi/normalize_then_sum")["advantages"])),
+            0.05);
 }
 
 // group_advantages against the advantages TRL's generation step computes from the same rewards.

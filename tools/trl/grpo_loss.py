@@ -9,7 +9,9 @@ A case (B completions of T tokens; lists of floats):
   completion_mask [B][T]  0/1, right-padded (ones, then zeros), as TRL pads completions
   truncated [B]  completions that hit the length limit (no EOS); with mask_truncated_completions
                  TRL zeroes their mask rows (the result's completion_mask)
-  rewards [B] + num_generations G      -> advantages (and num_items_in_batch) by TRL's generation step
+  rewards [B] + num_generations G      -> advantages (and num_items_in_batch) by TRL's generation step;
+    rewards [B][K] for K reward functions, with reward_weights [K] (absent: 1 each) and
+    multi_objective_aggregation
     or advantages [B] + num_items_in_batch  given directly
   logps, old_logps [B][T], ref_logps [B][T] (when beta != 0)   -> loss and d loss / d logps
   loss_type, beta, epsilon, epsilon_high, max_completion_length, scale_rewards,
@@ -32,7 +34,7 @@ What is TRL's code and what is stubbed:
     and completion_mask (trl pad), num_items_in_batch, old/ref per-token log-probs, and the
     advantages (group mean, nanstd over the group or the batch, +1e-4). Stubbed, inputs only:
     _generate returns the token lists (prompt = [row index]; completion = as many tokens as the
-    mask row has ones, ending in EOS unless truncated); _calculate_rewards returns the given rewards as float64 [B, 1] (TRL's reward functions give
+    mask row has ones, ending in EOS unless truncated); _calculate_rewards returns the given rewards as float64 [B, K] (TRL's reward functions give
     float32; float64 here so the comparison measures the formulas, not float32 rounding).
   - trl.trainer.utils.split_tensor_dict splits the generation batch into steps_per_generation
     micro-batches, as GRPOTrainer._prepare_inputs does (its shuffle_sequence_dict, a random row
@@ -68,7 +70,7 @@ _SETTINGS = ("loss_type", "beta", "epsilon", "epsilon_high", "max_completion_len
              "steps_per_generation", "num_iterations", "mask_truncated_completions",
              "importance_sampling_level", "delta", "sapo_temperature_pos", "sapo_temperature_neg",
              "off_policy_mask_threshold", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-             "top_entropy_quantile")
+             "top_entropy_quantile", "multi_objective_aggregation")
 _EOS, _PAD = 2, 0  # token ids of the stand-in tokenizer; every other completion token is 1
 
 
@@ -156,9 +158,17 @@ def _generation_batch(case, trainer, mask):
     def generate(prompts):
         return ([[i] for i in range(B)], completions, None, [""] * B, None, {}, None, None)
 
-    def calculate_rewards(inputs, prompts, completions, completion_ids_list):
-        return _tensor(case["rewards"]).unsqueeze(1)  # [B, 1 reward function]
+    rewards = _tensor(case["rewards"])
+    rewards = rewards.unsqueeze(1) if rewards.dim() == 1 else rewards  # [B, K reward functions]
+    K = rewards.shape[1]
 
+    def calculate_rewards(inputs, prompts, completions, completion_ids_list):
+        return rewards
+
+    # As GRPOTrainer.__init__ keeps them: float32 weights, one name per function.
+    trainer.reward_weights = torch.tensor(case.get("reward_weights", [1.0] * K), dtype=torch.float32)
+    trainer.reward_func_names = [f"reward_{k}" for k in range(K)]
+    trainer.reward_funcs = [None] * K  # only counted (normalize_then_sum)
     trainer._generate = generate
     trainer._calculate_rewards = calculate_rewards
     inputs = [{"prompt": f"prompt {i // G}"} for i in range(B)]
