@@ -46,6 +46,9 @@ std::vector<int32_t> prompt_ids(const brl::tok::Tokenizer& tok, const Args& a) {
 int run(const Args& a) {
   brl::cli::init_compute();
   auto tok = brl::tok::Tokenizer::from_dir(a.model_dir);
+  // Before the weights load: a prompt that cannot be rendered stops the command at once.
+  const auto ids = prompt_ids(tok, a);
+  if (ids.empty()) throw brl::UserError("--prompt encodes to no tokens", "pass a non-empty prompt");
   auto model = brl::model::load_model_on(a.model_dir, a.device, a.dtype);
   if (!a.adapter_dir.empty()) brl::lora::load_peft(model, a.adapter_dir);  // attaches it (PEFT config) and loads it
 
@@ -55,8 +58,6 @@ int run(const Args& a) {
   for (auto id : model.config.eos_token_ids) stops.insert(id);
   opts.stop_token_ids.assign(stops.begin(), stops.end());
 
-  auto ids = prompt_ids(tok, a);
-  if (ids.empty()) throw brl::UserError("--prompt encodes to no tokens", "pass a non-empty prompt");
   auto out = brl::gen::generate(model, {ids}, opts);
   for (auto& c : out) {
     // The stop token is part of the completion (GRPO trains on it) but not of its text.
