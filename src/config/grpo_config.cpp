@@ -51,6 +51,9 @@ ConfigTable GrpoConfig::table() {
       .add("vespo_lambda_pos", &vespo_lambda_pos, "vespo: decay lambda of the gamma weight for advantages >= 0")
       .add("vespo_k_neg", &vespo_k_neg, "vespo: power k for negative advantages")
       .add("vespo_lambda_neg", &vespo_lambda_neg, "vespo: decay lambda for negative advantages")
+      .add("entropy_coef", &entropy_coef,
+           "entropy bonus: subtract entropy_coef x the mean token entropy (over the tokens the policy term "
+           "keeps) from the loss, to keep exploring")
       .add("top_entropy_quantile", &top_entropy_quantile,
            "keep in the policy term only the top fraction of tokens by entropy (1 = all; the paper: 0.2)")
       .add("off_policy_mask_threshold", &off_policy_mask_threshold,
@@ -108,6 +111,7 @@ void GrpoConfig::validate() const {
     fail("loss_type 'vespo' weighs whole sequences itself: importance_sampling_level must be 'token', not '" +
              kImportanceSamplingLevels(importance_sampling_level) + "'",
          "leave importance_sampling_level unset");
+  if (!std::isfinite(entropy_coef)) fail("entropy_coef (" + q(entropy_coef) + ") must be a finite number");
   if (!(top_entropy_quantile >= 0 && top_entropy_quantile <= 1))
     fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]",
          "1 keeps every token; the paper uses 0.2");

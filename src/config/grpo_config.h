@@ -79,6 +79,7 @@ struct GrpoConfig {
   // vespo's gamma weight phi(w) = e^(lambda + k log w - lambda w) of the sequence ratio w
   double vespo_k_pos = 2.0, vespo_lambda_pos = 3.0, vespo_k_neg = 3.0, vespo_lambda_neg = 2.0;
   double top_entropy_quantile = 1.0;                // < 1: policy term on the top fraction of tokens by entropy
+  double entropy_coef = 0.0;                        // entropy bonus: loss - entropy_coef x mean token entropy
   std::optional<double> off_policy_mask_threshold;  // DeepSeek-V3.2's off-policy sequence mask
   bool use_bias_correction_kl = true;               // k3 KL times the importance ratio (TRL's default)
   ScaleRewards scale_rewards = ScaleRewards::group;

@@ -101,8 +101,11 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
         ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
     per_token = per_token * ((adv >= 0) | (seq_kl <= opt.off_policy_mask_threshold)).to(mask.dtype());
   }
-  if (opt.top_entropy_quantile < 1.0)
-    per_token = per_token * high_entropy_mask(in.entropies, mask, opt.top_entropy_quantile);
+  at::Tensor kept = mask;  // the tokens the policy term acts on (the entropy bonus too)
+  if (opt.top_entropy_quantile < 1.0) {
+    kept = mask * high_entropy_mask(in.entropies.detach(), mask, opt.top_entropy_quantile);
+    per_token = per_token * kept;
+  }
   if (kl.defined()) per_token = per_token + opt.beta * kl;
   at::Tensor masked = per_token * mask;  // [B, T] (a per-sequence term broadcasts over its tokens)
   at::Tensor loss;
@@ -118,6 +121,12 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   } else {  // normalizes_by_batch_tokens: dapo, cispo, vespo
     double n = opt.num_items_in_batch > 0 ? opt.num_items_in_batch : std::max(1.0, mask.sum().item<double>());
     loss = masked.sum() / n;
+  }
+  const auto steps = static_cast<double>(opt.accumulation_steps);
+  if (!normalizes_by_batch_tokens(type) && steps != 1.0) loss = loss / steps;
+  if (opt.entropy_coef != 0.0) {
+    BRL_ASSERT(in.entropies.defined() && in.entropies.sizes() == mask.sizes(), "entropy_coef needs entropies [B, T]");
+    loss = loss - opt.entropy_coef * (in.entropies.to(logps.dtype()) * kept).sum() / kept.sum().clamp_min(1.0) / steps;
   }
   if (stats) {
     at::NoGradGuard ng;

@@ -35,7 +35,8 @@ struct LossInputs {
   at::Tensor ref_logps;   // [B, T] under the reference (adapter off); undefined when beta == 0
   at::Tensor advantages;  // [B]
   at::Tensor mask;        // [B, T] 1 for completion tokens, 0 for padding
-  at::Tensor entropies;   // [B, T] policy entropy per position (no grad); needed when top_entropy_quantile < 1
+  at::Tensor entropies;   // [B, T] policy entropy per position: for top_entropy_quantile < 1, and
+                          // with its gradient for the entropy bonus (entropy_coef != 0)
 };
 
 struct LossOptions {
@@ -57,6 +58,13 @@ struct LossOptions {
   int64_t max_completion_length = 0;     // dr_grpo's constant normalizer
   // dapo: active tokens over the whole generation batch (all micro-batches); <= 0 = this batch's.
   double num_items_in_batch = 0;
+  // TRL's entropy bonus: minus entropy_coef x the mean entropy over the tokens the policy term
+  // keeps (whatever the loss type's normalisation).
+  double entropy_coef = 0;
+  // Micro-batches per optimizer step (TRL's gradient accumulation steps): the loss is one
+  // micro-batch's share. Types normalised by the batch's tokens (dapo, cispo, vespo) have it
+  // already; the others, and the entropy bonus, are divided by it.
+  int64_t accumulation_steps = 1;
 };
 
 struct LossStats {

@@ -258,13 +258,13 @@ void halve_on_oom(int64_t& size, bool enabled, const c10::Device& dev, const std
 }  // namespace
 
 at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
-                               at::Tensor* entropy) {
+                               at::Tensor* entropy, bool entropy_grad) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
   // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
   at::Tensor h =
       m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
   return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows),
-                          temperature, entropy);
+                          temperature, entropy, entropy_grad);
 }
 
 PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
@@ -314,6 +314,8 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   lo.vespo_k_neg = cfg_.vespo_k_neg;
   lo.vespo_lambda_neg = cfg_.vespo_lambda_neg;
   lo.top_entropy_quantile = cfg_.top_entropy_quantile;
+  lo.entropy_coef = cfg_.entropy_coef;
+  const bool bonus = cfg_.entropy_coef != 0.0;
   lo.max_completion_length = cfg_.max_completion_length;
   lo.num_items_in_batch = total_tokens;
   PolicyStats st;
@@ -324,22 +326,20 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
       opt_->zero_grad();
       pass = PolicyStats{};
       const int64_t n_micro = (N + mb - 1) / mb;
+      lo.accumulation_steps = n_micro;
       for (int64_t s = 0; s < N; s += mb) {
         at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
         LossInputs in;
-        in.logps =
-            completion_logprobs(m_, b, rows, cfg_.temperature, lo.top_entropy_quantile < 1 ? &in.entropies : nullptr);
+        in.logps = completion_logprobs(m_, b, rows, cfg_.temperature,
+                                       lo.top_entropy_quantile < 1 || bonus ? &in.entropies : nullptr, bonus);
         in.old_logps = b.old_logps.index_select(0, rows);
         if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
         in.advantages = b.advantages.index_select(0, rows);
         in.mask = b.completion_mask.index_select(0, rows);
         LossStats ls;
-        at::Tensor loss = grpo_loss(in, lo, &ls);
-        // dapo and cispo are already normalised by the whole batch's tokens; the others average micro-batches.
-        const double parts = normalizes_by_batch_tokens(cfg_.loss_type) ? 1.0 : static_cast<double>(n_micro);
-        if (parts != 1.0) loss = loss / parts;
+        at::Tensor loss = grpo_loss(in, lo, &ls);  // this micro-batch's share of the step's loss
         loss.backward();
-        pass.loss += ls.loss / parts;  // read with the statistics: no wait of its own
+        pass.loss += ls.loss;  // read with the statistics: no wait of its own
         pass.kl += ls.kl / n_micro;
         pass.clip_ratio += ls.clip_ratio / n_micro;
       }

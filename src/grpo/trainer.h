@@ -98,9 +98,10 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
 // divided by `temperature` (the sampling temperature) and the log-softmax over the whole
 // vocabulary, before any top-k / top-p: TRL's _get_per_token_logps_and_entropies. The same
 // definition as generate's Completion::logprobs, so a policy that has not moved has ratio 1.
-// entropy: optionally set to the entropy of each of those distributions (detached).
+// entropy: optionally set to the entropy of each of those distributions (detached, or with
+// its gradient when entropy_grad: the entropy bonus).
 at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
-                               at::Tensor* entropy = nullptr);
+                               at::Tensor* entropy = nullptr, bool entropy_grad = false);
 
 struct PolicyStats {
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0;

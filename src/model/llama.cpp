@@ -192,12 +192,12 @@ torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
 }
 
 torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets, double temperature,
-                                    torch::Tensor* entropy) const {
+                                    torch::Tensor* entropy, bool entropy_grad) const {
   if (hidden.is_cuda())  // see kChunkTokensCuda
     return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokensCuda,
-                                  device_free_memory_bytes(hidden.device()) / 4, entropy);
-  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes,
-                                entropy);
+                                  device_free_memory_bytes(hidden.device()) / 4, entropy, entropy_grad);
+  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes, entropy,
+                                entropy_grad);
 }
 
 std::vector<NamedTensor> Model::named_tensors() {

@@ -78,9 +78,10 @@ class Model {
   torch::Tensor logits(const torch::Tensor& input_ids) const;
   // log p(targets | hidden) [B, T] at temperature `temperature`, computed in chunks of rows
   // (chunked_token_logprobs) without materializing [B, T, V]; differentiable w.r.t. hidden and
-  // the LM head. entropy: optionally set to each position's softmax entropy [B, T] (detached).
+  // the LM head. entropy: optionally set to each position's softmax entropy [B, T] (detached,
+  // or differentiable with entropy_grad).
   torch::Tensor token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets, double temperature = 1.0,
-                               torch::Tensor* entropy = nullptr) const;
+                               torch::Tensor* entropy = nullptr, bool entropy_grad = false) const;
 
   KvCache new_cache(int64_t batch, int64_t max_tokens) const;
 

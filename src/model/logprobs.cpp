@@ -14,6 +14,15 @@ using torch::autograd::variable_list;
 // Softmax statistics in f32 at least (f64 for f64 inputs: gradient checks).
 at::ScalarType acc_type(const torch::Tensor& h) { return h.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
+// d [n, V]: the gradient w.r.t. a chunk's logits (temperature applied): into gh's rows [n, C]
+// and gw [V, C].
+void add_chunk_grads(const torch::Tensor& d, const torch::Tensor& hc, const torch::Tensor& w, torch::Tensor& gh,
+                     int64_t s, torch::Tensor& gw) {
+  auto dd = d.to(hc.scalar_type());
+  if (gh.defined()) gh.narrow(0, s, d.size(0)).copy_(at::matmul(dd, w));   // [n, C]
+  if (gw.defined()) gw.add_(at::matmul(dd.t(), hc).to(gw.scalar_type()));  // [V, C]
+}
+
 struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
   // h [N, C], w [V, C], t [N] -> [N]
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& w,
@@ -106,9 +115,7 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       }
       d.scatter_add_(1, t.narrow(0, s, n).unsqueeze(1), gc);
       if (temperature != 1.0) d.div_(temperature);
-      auto dd = d.to(h.scalar_type());
-      if (need_h) gh.narrow(0, s, n).copy_(at::matmul(dd, w));  // [n, C]
-      if (need_w) gw.add_(at::matmul(dd.t(), hc).to(acc));      // [V, C]
+      add_chunk_grads(d, hc, w, gh, s, gw);
     }
     return {gh,
             need_w ? gw.to(w.scalar_type()) : torch::Tensor(),
@@ -119,11 +126,66 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
             torch::Tensor()};
   }
 };
+
+// The same log-probs, and the entropy H = -sum p log p as a second output with its gradient
+// (TRL's entropy bonus): dH / dz = -p (log p + H) per row. Nothing [N, V] is kept; backward
+// recomputes each chunk's logits, on any device.
+struct ChunkedLogprobsEntropy : public torch::autograd::Function<ChunkedLogprobsEntropy> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& w,
+                               const torch::Tensor& t, double temperature, int64_t chunk) {
+    const int64_t N = h.size(0);
+    const auto acc = acc_type(h);
+    auto out = at::empty({N}, h.options().dtype(acc)), lse = at::empty_like(out), ent = at::empty_like(out);
+    for (int64_t s = 0; s < N; s += chunk) {
+      const int64_t n = std::min(chunk, N - s);
+      auto logits = at::linear(h.narrow(0, s, n), w).to(acc);  // [n, V]
+      if (temperature != 1.0) logits.div_(temperature);
+      auto ls = at::log_softmax(logits, -1);
+      auto tc = t.narrow(0, s, n).unsqueeze(1);
+      auto lp = ls.gather(1, tc).squeeze(1);
+      out.narrow(0, s, n).copy_(lp);
+      lse.narrow(0, s, n).copy_(logits.gather(1, tc).squeeze(1) - lp);
+      ent.narrow(0, s, n).copy_(-(ls.exp() * ls).sum(-1));
+    }
+    ctx->save_for_backward({h, w, t, lse, ent});
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["chunk"] = chunk;
+    return {out, ent};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto h = saved[0], w = saved[1], t = saved[2], lse = saved[3], ent = saved[4];
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt(), N = h.size(0);
+    const auto acc = acc_type(h);
+    auto g_lp = grads[0].defined() ? grads[0].to(acc) : at::zeros({N}, lse.options());
+    auto g_h = grads[1].defined() ? grads[1].to(acc) : at::zeros({N}, lse.options());
+    torch::Tensor gh = ctx->needs_input_grad(0) ? at::empty_like(h) : torch::Tensor();
+    torch::Tensor gw = ctx->needs_input_grad(1) ? at::zeros(w.sizes(), w.options().dtype(acc)) : torch::Tensor();
+    for (int64_t s = 0; s < N; s += chunk) {
+      const int64_t n = std::min(chunk, N - s);
+      auto hc = h.narrow(0, s, n);
+      auto logits = at::linear(hc, w).to(acc);
+      if (temperature != 1.0) logits.div_(temperature);
+      auto ls = logits.sub_(lse.narrow(0, s, n).unsqueeze(1));  // log p
+      auto p = ls.exp();
+      auto gl = g_lp.narrow(0, s, n).unsqueeze(1), ge = g_h.narrow(0, s, n).unsqueeze(1);  // [n, 1]
+      // d = g_lp (onehot - p) - g_H p (log p + H)
+      auto d = p.mul(ls.add(ent.narrow(0, s, n).unsqueeze(1)).mul_(ge).add_(gl)).neg_();
+      d.scatter_add_(1, t.narrow(0, s, n).unsqueeze(1), gl);
+      if (temperature != 1.0) d.div_(temperature);
+      add_chunk_grads(d, hc, w, gh, s, gw);
+    }
+    return {gh, gw.defined() ? gw.to(w.scalar_type()) : torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
 }  // namespace
 
 torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                      const torch::Tensor& targets, double temperature, int64_t chunk_tokens,
-                                     int64_t keep_bytes, torch::Tensor* entropy) {
+                                     int64_t keep_bytes, torch::Tensor* entropy, bool entropy_grad) {
   TORCH_CHECK(hidden.size(-1) == weight.size(1), "hidden size ", hidden.size(-1), " != LM head input ", weight.size(1));
   TORCH_CHECK(targets.sizes() == hidden.sizes().slice(0, hidden.dim() - 1),
               "targets must have the shape of hidden without its last dim");
@@ -131,6 +193,11 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
   auto t = targets.reshape({-1}).to(at::kLong);    // [N]
   // Only when a gradient will be asked for (forward runs in no-grad mode: decide here).
   const bool grad = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
+  if (entropy && entropy_grad && grad) {
+    auto both = ChunkedLogprobsEntropy::apply(h, weight, t, temperature, std::max<int64_t>(1, chunk_tokens));
+    *entropy = both[1].view(targets.sizes());
+    return both[0].view(targets.sizes());
+  }
   torch::Tensor ent;
   auto out = ChunkedLogprobs::apply(h, weight, t, temperature, std::max<int64_t>(1, chunk_tokens),
                                     grad ? keep_bytes : -1, entropy ? &ent : nullptr);

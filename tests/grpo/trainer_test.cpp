@@ -353,6 +353,25 @@ TEST(GrpoTrainer, RunChatTemplateKwargsReachEveryPromptAndExamplesOverrideThem) 
             tk.encode(e.messages[0]["content"].get<std::string>() + "=", /*add_special_tokens=*/false));
 }
 
+// The entropy bonus through the trainer (entropies with their gradient from the LM head):
+// the step trains the adapter, differently from the same step without it.
+TEST(GrpoTrainer, EntropyBonusChangesTheStep) {
+  StepEnv env;
+  auto train = [&](double coef) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m);
+    auto g = small_grpo(0.0);
+    g.entropy_coef = coef;
+    g.top_entropy_quantile = 0.5;
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    EXPECT_TRUE(std::isfinite(tr.step().loss));
+    return lora_b(m);
+  };
+  const at::Tensor without = train(0.0), with = train(0.5);
+  EXPECT_GT(with.abs().sum().item<double>(), 0.0);
+  EXPECT_GT((with - without).abs().max().item<double>(), 1e-6);
+}
+
 // GDPO (multi_objective_aggregation = normalize_then_sum) through the trainer, with a reward
 // that never varies beside one that does: each function is normalised in its group, so the
 // constant one adds nothing, and the step trains as on the varying reward alone.

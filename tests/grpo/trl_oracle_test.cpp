@@ -151,6 +151,18 @@ const std::map<std::string, NewerCase>& newer_cases() {
       {"entropy/dapo/beta", {"dapo", kBeta, {{"top_entropy_quantile", 0.5}}}},
       {"entropy/vespo", {"vespo", 0.0, {{"top_entropy_quantile", 0.3}}}},
       {"entropy/top_only", {"bnpo", 0.0, {{"top_entropy_quantile", 0.0}}}},
+      // The entropy bonus: the mean entropy over the tokens the policy term keeps, divided by
+      // the accumulation steps whatever the loss type; micro-batch 1 of 2 (TRL's split).
+      {"bonus/grpo", {"grpo", 0.0, {{"entropy_coef", 0.05}}}},
+      {"bonus/dapo/quantile", {"dapo", kBeta, {{"entropy_coef", 0.1}, {"top_entropy_quantile", 0.5}}}},
+      {"bonus/bnpo/micro",
+       {"bnpo",
+        0.0,
+        {{"entropy_coef", 0.02}, {"gradient_accumulation_steps", 2}, {"steps_per_generation", 2}, {"micro_batch", 1}}}},
+      {"bonus/dapo/micro",
+       {"dapo",
+        0.0,
+        {{"entropy_coef", 0.3}, {"gradient_accumulation_steps", 2}, {"steps_per_generation", 2}, {"micro_batch", 1}}}},
   };
   return cases;
 }
@@ -267,7 +279,8 @@ const TrlRun& trl() {
 
 struct Ours {
   double loss = 0;
-  at::Tensor grad;  // [B, T] d loss / d logps, zero outside the micro-batch
+  at::Tensor grad;          // [B, T] d loss / d logps, zero outside the micro-batch
+  at::Tensor entropy_grad;  // [B, T] d loss / d entropies (the bonus), likewise
   LossStats stats;
 };
 
@@ -275,18 +288,20 @@ struct Ours {
 Ours ours(const Batch& b, const at::Tensor& mask, const at::Tensor& advantages, const LossOptions& o, int64_t r0,
           int64_t r1) {
   at::Tensor leaf = b.logps.clone().requires_grad_(true);
+  at::Tensor ent = b.entropies.clone().requires_grad_(o.entropy_coef != 0);
   LossInputs in;
   in.logps = leaf.slice(0, r0, r1);
   in.old_logps = b.old_logps.slice(0, r0, r1);
   if (o.beta != 0) in.ref_logps = b.ref_logps.slice(0, r0, r1);
   in.advantages = advantages.slice(0, r0, r1);
   in.mask = mask.slice(0, r0, r1);
-  in.entropies = b.entropies.slice(0, r0, r1);
+  in.entropies = ent.slice(0, r0, r1);
   Ours r;
   at::Tensor loss = grpo_loss(in, o, &r.stats);
   loss.backward();
   r.loss = loss.item<double>();
   r.grad = leaf.grad();
+  r.entropy_grad = ent.grad().defined() ? ent.grad() : at::zeros_like(ent);
   return r;
 }
 
@@ -309,6 +324,8 @@ LossOptions options_of(const json& c, double num_items_in_batch) {
   o.vespo_k_neg = c.value("vespo_k_neg", o.vespo_k_neg);
   o.vespo_lambda_neg = c.value("vespo_lambda_neg", o.vespo_lambda_neg);
   o.top_entropy_quantile = c.value("top_entropy_quantile", o.top_entropy_quantile);
+  o.entropy_coef = c.value("entropy_coef", o.entropy_coef);
+  o.accumulation_steps = c.value("gradient_accumulation_steps", int64_t{1});
   o.num_items_in_batch = num_items_in_batch;
   return o;
 }
@@ -330,6 +347,13 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   const double tol = opt.loss_type == LossType::sapo ? kSapoTol : kLossTol;
   EXPECT_LE(dl, tol) << "loss: ours " << o.loss << ", TRL " << t["loss"];
   EXPECT_LE(dg, tol) << "gradient";
+  const double de = rel(o.entropy_grad, from_json(t["entropy_grad"]));
+  if (opt.entropy_coef != 0) {
+    EXPECT_LE(de, tol) << "gradient w.r.t. the entropies";
+    EXPECT_GT(from_json(t["entropy_grad"]).abs().max().item<double>(), 0) << "the bonus has a gradient";
+  } else {
+    EXPECT_EQ(o.entropy_grad.abs().max().item<double>(), 0);
+  }
   const json& m = t["metrics"];
   if (m.contains("clip_ratio/region_mean")) {
     EXPECT_NEAR(o.stats.clip_ratio, m["clip_ratio/region_mean"].get<double>(), kClipTol);
@@ -340,7 +364,7 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   if (opt.beta != 0) {
     EXPECT_LE(rel(o.stats.kl, t["metrics"]["kl"].get<double>()), kLossTol) << "logged KL";
   }
-  return std::max(dl, dg);
+  return std::max({dl, dg, opt.entropy_coef != 0 ? de : 0.0});
 }
 
 }  // namespace
@@ -475,6 +499,7 @@ TEST(TrlOracle, NewerLossTypesAndKnobsMatchTrl) {
   EXPECT_NE(loss_of("newer/entropy/grpo"), loss_of("grpo/no_kl"));
   EXPECT_NE(loss_of("newer/entropy/top_only"), loss_of("bnpo/no_kl"));
   EXPECT_NE(loss_of("newer/vespo/params"), loss_of("newer/vespo"));
+  EXPECT_NE(loss_of("newer/bonus/grpo"), loss_of("grpo/no_kl"));
   // VESPO's weights are not all 1 on this batch (the ratios moved).
   EXPECT_GT(std::abs(trl().results.at("newer/vespo")["metrics"]["vespo/phi_seq_mean"].get<double>() - 1.0), 0.01);
   std::printf("    max relative diff (loss, gradient) %.2e over %zu cases\n", worst, newer_cases().size());

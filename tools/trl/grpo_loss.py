@@ -20,10 +20,11 @@ A case (B completions of T tokens; lists of floats):
   delta, sapo_temperature_pos, sapo_temperature_neg, off_policy_mask_threshold, vespo_k_pos,
   vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg, top_entropy_quantile: GRPOConfig's names;
   absent = GRPOConfig's default.
-  entropies [B][T]  the policy's per-token entropies the loss sees (for top_entropy_quantile);
-                    absent = zeros
+  entropies [B][T]  the policy's per-token entropies the loss sees (for top_entropy_quantile and
+                    the entropy bonus, entropy_coef: then a leaf with a gradient); absent = zeros
 A result: advantages [B] (rewards given), num_items_in_batch, completion_mask [B][T] as TRL built it,
-rows [start, end) of the micro-batch, loss, grad [B][T] (zero outside the micro-batch), and the
+rows [start, end) of the micro-batch, loss, grad [B][T] (zero outside the micro-batch), entropy_grad
+[B][T] (d loss / d entropies; zeros without the bonus), and the
 metrics TRL logged for that loss ("clip_ratio/region_mean", "kl", ...).
 
 What is TRL's code and what is stubbed:
@@ -70,7 +71,7 @@ _SETTINGS = ("loss_type", "beta", "epsilon", "epsilon_high", "max_completion_len
              "steps_per_generation", "num_iterations", "mask_truncated_completions",
              "importance_sampling_level", "delta", "sapo_temperature_pos", "sapo_temperature_neg",
              "off_policy_mask_threshold", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-             "top_entropy_quantile", "multi_objective_aggregation")
+             "top_entropy_quantile", "multi_objective_aggregation", "entropy_coef")
 _EOS, _PAD = 2, 0  # token ids of the stand-in tokenizer; every other completion token is 1
 
 
@@ -98,6 +99,8 @@ class _LogpsSource:
         self.ref_logps = _tensor(case["ref_logps"]) if "ref_logps" in case else None
         self.logps = _tensor(case["logps"]).requires_grad_(True) if "logps" in case else None
         self.entropies = _tensor(case["entropies"]) if "entropies" in case else None
+        if self.entropies is not None and case.get("entropy_coef", 0.0) != 0.0:
+            self.entropies.requires_grad_(True)  # the bonus differentiates the entropies
         self.phase = "generate"
 
     def __call__(self, model, input_ids, attention_mask, logits_to_keep, **_):
@@ -130,6 +133,7 @@ def _stand_in(args, accelerator, source):
         top_entropy_quantile=args.top_entropy_quantile, mask_truncated_completions=args.mask_truncated_completions,
         use_vllm=False, vllm_importance_sampling_correction=args.vllm_importance_sampling_correction,
         aux_loss_enabled=False, _entropy_bonus_enabled=args.entropy_coef != 0.0 or args.use_adaptive_entropy,
+        entropy_coef=args.entropy_coef, use_adaptive_entropy=args.use_adaptive_entropy,
         current_gradient_accumulation_steps=args.gradient_accumulation_steps,
         reward_weights=torch.ones(1, dtype=torch.float32), reward_func_names=["given"],
         environment_factories=None, environments=None, tools=None, pad_to_multiple_of=args.pad_to_multiple_of,
@@ -217,6 +221,8 @@ def run_case(case):
     loss.backward()
     out["loss"] = loss.item()
     out["grad"] = source.logps.grad.tolist()
+    ent = source.entropies
+    out["entropy_grad"] = (ent.grad if ent is not None and ent.grad is not None else torch.zeros_like(mask, dtype=torch.float64)).tolist()
     out["metrics"] = {name: vals[-1] for name, vals in trainer._metrics["train"].items()}
     return out
 
