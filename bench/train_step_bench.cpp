@@ -6,7 +6,7 @@
 //   train_step_bench [--shape demo|small|thin24|qwen2.5-0.5b|...] [--batch N] [--prompt Lp]
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 //                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
-//                    [--gradient-checkpointing]
+//                    [--gradient-checkpointing] [--entropy-coef C]
 // On cuda the ceiling is the GPU's matrix product in the step's dtype (8192^2), and the base is
 // moved there in that dtype with the adapter in f32. --profile writes a Kineto trace of one more
 // step (host ops; kernels and copies on a GPU): bench/trace_summary.py sets it beside PEFT's.
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   int64_t batch = -1, prompt = -1, completion = -1, r = 16, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   bool json = false, ckpt = false;
-  std::string profile;  // a chrome trace of one more step (--profile FILE)
+  double entropy_coef = 0;  // > 0: TRL's entropy bonus (the LM head's entropy with its gradient)
+  std::string profile;      // a chrome trace of one more step (--profile FILE)
   std::string device = "cpu", dtype = "f32";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = v;
     else if (a == "--device") device = v;
     else if (a == "--dtype") dtype = v;
+    else if (a == "--entropy-coef") entropy_coef = std::stod(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
   g.loss_type = grpo::LossType::grpo;
   g.max_grad_norm = 1.0;
   g.gradient_checkpointing = ckpt;
+  g.entropy_coef = entropy_coef;
   grpo::PolicyOptimizer po(m, g);
 
   grpo::PolicyBatch pb;

@@ -128,14 +128,17 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
 };
 
 // The same log-probs, and the entropy H = -sum p log p as a second output with its gradient
-// (TRL's entropy bonus): dH / dz = -p (log p + H) per row. Nothing [N, V] is kept; backward
-// recomputes each chunk's logits, on any device.
+// (TRL's entropy bonus): dH / dz = -p (log p + H) per row. The softmax [N, V] is kept (in f32)
+// when it fits keep_bytes, else backward recomputes each chunk's logits; on any device.
 struct ChunkedLogprobsEntropy : public torch::autograd::Function<ChunkedLogprobsEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& w,
-                               const torch::Tensor& t, double temperature, int64_t chunk) {
-    const int64_t N = h.size(0);
+                               const torch::Tensor& t, double temperature, int64_t chunk, int64_t keep_bytes) {
+    const int64_t N = h.size(0), V = w.size(0);
     const auto acc = acc_type(h);
     auto out = at::empty({N}, h.options().dtype(acc)), lse = at::empty_like(out), ent = at::empty_like(out);
+    const bool keep = N * V * static_cast<int64_t>(at::elementSize(acc)) <= keep_bytes;
+    if (keep) chunk = std::max<int64_t>(chunk, 512);  // as ChunkedLogprobs
+    torch::Tensor probs = keep ? at::empty({N, V}, h.options().dtype(acc)) : torch::Tensor();
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
       auto logits = at::linear(h.narrow(0, s, n), w).to(acc);  // [n, V]
@@ -145,9 +148,11 @@ struct ChunkedLogprobsEntropy : public torch::autograd::Function<ChunkedLogprobs
       auto lp = ls.gather(1, tc).squeeze(1);
       out.narrow(0, s, n).copy_(lp);
       lse.narrow(0, s, n).copy_(logits.gather(1, tc).squeeze(1) - lp);
-      ent.narrow(0, s, n).copy_(-(ls.exp() * ls).sum(-1));
+      auto p = keep ? probs.narrow(0, s, n) : at::empty_like(ls);
+      at::exp_out(p, ls);
+      ent.narrow(0, s, n).copy_(-(p * ls).sum(-1));
     }
-    ctx->save_for_backward({h, w, t, lse, ent});
+    ctx->save_for_backward({h, w, t, lse, ent, probs});
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["chunk"] = chunk;
     return {out, ent};
@@ -155,7 +160,7 @@ struct ChunkedLogprobsEntropy : public torch::autograd::Function<ChunkedLogprobs
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto h = saved[0], w = saved[1], t = saved[2], lse = saved[3], ent = saved[4];
+    auto h = saved[0], w = saved[1], t = saved[2], lse = saved[3], ent = saved[4], probs = saved[5];
     const double temperature = ctx->saved_data["temperature"].toDouble();
     const int64_t chunk = ctx->saved_data["chunk"].toInt(), N = h.size(0);
     const auto acc = acc_type(h);
@@ -166,18 +171,29 @@ struct ChunkedLogprobsEntropy : public torch::autograd::Function<ChunkedLogprobs
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
       auto hc = h.narrow(0, s, n);
-      auto logits = at::linear(hc, w).to(acc);
-      if (temperature != 1.0) logits.div_(temperature);
-      auto ls = logits.sub_(lse.narrow(0, s, n).unsqueeze(1));  // log p
-      auto p = ls.exp();
       auto gl = g_lp.narrow(0, s, n).unsqueeze(1), ge = g_h.narrow(0, s, n).unsqueeze(1);  // [n, 1]
+      auto H = ent.narrow(0, s, n).unsqueeze(1);
       // d = g_lp (onehot - p) - g_H p (log p + H)
-      auto d = p.mul(ls.add(ent.narrow(0, s, n).unsqueeze(1)).mul_(ge).add_(gl)).neg_();
+      torch::Tensor d;
+      if (probs.defined()) {
+        auto p = probs.narrow(0, s, n);
+        // p log p as xlogy: 0 where the kept p underflowed to 0 (its log would be -inf).
+        d = at::special_xlogy(p, p).mul_(ge).add_(p.mul(H.mul(ge).add_(gl))).neg_();
+      } else {
+        auto logits = at::linear(hc, w).to(acc);
+        if (temperature != 1.0) logits.div_(temperature);
+        auto ls = logits.sub_(lse.narrow(0, s, n).unsqueeze(1));  // log p
+        d = ls.exp().mul_(ls.add(H).mul_(ge).add_(gl)).neg_();
+      }
       d.scatter_add_(1, t.narrow(0, s, n).unsqueeze(1), gl);
       if (temperature != 1.0) d.div_(temperature);
       add_chunk_grads(d, hc, w, gh, s, gw);
     }
-    return {gh, gw.defined() ? gw.to(w.scalar_type()) : torch::Tensor(), torch::Tensor(), torch::Tensor(),
+    return {gh,
+            gw.defined() ? gw.to(w.scalar_type()) : torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
             torch::Tensor()};
   }
 };
@@ -194,7 +210,8 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
   // Only when a gradient will be asked for (forward runs in no-grad mode: decide here).
   const bool grad = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
   if (entropy && entropy_grad && grad) {
-    auto both = ChunkedLogprobsEntropy::apply(h, weight, t, temperature, std::max<int64_t>(1, chunk_tokens));
+    auto both =
+        ChunkedLogprobsEntropy::apply(h, weight, t, temperature, std::max<int64_t>(1, chunk_tokens), keep_bytes);
     *entropy = both[1].view(targets.sizes());
     return both[0].view(targets.sizes());
   }

@@ -23,8 +23,8 @@ inline constexpr int64_t kChunkTokensCuda = 2048;
 // entropy (optional): set to the Shannon entropy (nats) of each row's softmax at the same
 // temperature, shape [...], detached (TRL's entropy_from_logits, for top_entropy_quantile);
 // one more elementwise pass over each chunk's [n, V], no more products. entropy_grad: the
-// entropy carries its gradient too (TRL's entropy bonus); the softmax is then never kept and
-// backward recomputes each chunk.
+// entropy carries its gradient too (TRL's entropy bonus); the softmax is then kept in f32
+// within keep_bytes, else backward recomputes each chunk.
 torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                      const torch::Tensor& targets, double temperature = 1.0,
                                      int64_t chunk_tokens = kChunkTokens, int64_t keep_bytes = kKeepSoftmaxBytes,

@@ -226,19 +226,20 @@ TEST(TokenLogprobs, EntropyGradientMatchesAutograd) {
     auto ent_want = -(ls.exp() * ls).sum(-1);
     auto e_only = torch::autograd::grad({ent_want}, {h}, {g_ent}, /*retain_graph=*/true)[0];
     auto want = torch::autograd::grad({lp_want, ent_want}, {h, w}, {g_lp, g_ent});
-    at::Tensor ent;
-    auto got =
-        chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/7, kKeepSoftmaxBytes, &ent, /*entropy_grad=*/true);
-    ASSERT_TRUE(ent.requires_grad());
-    EXPECT_LT((got - lp_want).abs().max().item<double>(), 1e-12);
-    EXPECT_LT((ent - ent_want).abs().max().item<double>(), 1e-12);
-    auto g = torch::autograd::grad({got, ent}, {h, w}, {g_lp, g_ent});
-    EXPECT_LT((g[0] - want[0]).abs().max().item<double>(), 1e-10) << temp;
-    EXPECT_LT((g[1] - want[1]).abs().max().item<double>(), 1e-10) << temp;
-    // The entropy's gradient alone (the log-prob unused) is the bonus's.
-    at::Tensor ent2;
-    chunked_token_logprobs(h, w, t, temp, 7, kKeepSoftmaxBytes, &ent2, true);
-    EXPECT_LT((torch::autograd::grad({ent2}, {h}, {g_ent})[0] - e_only).abs().max().item<double>(), 1e-10);
+    for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {  // backward recomputes / reuses the softmax
+      at::Tensor ent;
+      auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/7, keep, &ent, /*entropy_grad=*/true);
+      ASSERT_TRUE(ent.requires_grad());
+      EXPECT_LT((got - lp_want).abs().max().item<double>(), 1e-12);
+      EXPECT_LT((ent - ent_want).abs().max().item<double>(), 1e-12);
+      auto g = torch::autograd::grad({got, ent}, {h, w}, {g_lp, g_ent});
+      EXPECT_LT((g[0] - want[0]).abs().max().item<double>(), 1e-10) << temp << " " << keep;
+      EXPECT_LT((g[1] - want[1]).abs().max().item<double>(), 1e-10) << temp << " " << keep;
+      // The entropy's gradient alone (the log-prob unused) is the bonus's.
+      at::Tensor ent2;
+      chunked_token_logprobs(h, w, t, temp, 7, keep, &ent2, true);
+      EXPECT_LT((torch::autograd::grad({ent2}, {h}, {g_ent})[0] - e_only).abs().max().item<double>(), 1e-10) << keep;
+    }
   }
 }
 
