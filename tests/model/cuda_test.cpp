@@ -72,3 +72,9 @@ TEST(Cuda, Bf16TokenLogprobsMatchF64) {
   REQUIRE_GPU();
   brl::test::expect_bf16_token_logprobs_match_f64(at::kCUDA);
 }
+
+// The entropy with its gradient (the entropy bonus) on the GPU, f64, against the CPU's autograd.
+TEST(Cuda, EntropyGradientMatchesAutograd) {
+  REQUIRE_GPU();
+  brl::test::expect_entropy_grad_matches_autograd(at::kCUDA);
+}

@@ -212,36 +212,9 @@ TEST(TokenLogprobs, MatchesFullLogSoftmaxWithGradientsAndEntropies) {
   }
 }
 
-// entropy_grad: the entropy carries its gradient (TRL's entropy bonus), equal to autograd's
-// through softmax and log on the whole [N, V], for both outputs' upstream gradients together.
-TEST(TokenLogprobs, EntropyGradientMatchesAutograd) {
-  at::manual_seed(4);
-  auto h = at::randn({2, 50, 16}, at::kDouble).requires_grad_(true);
-  auto w = at::randn({40, 16}, at::kDouble).requires_grad_(true);
-  auto t = at::randint(0, 40, {2, 50}, at::kLong);
-  auto g_lp = at::randn({2, 50}, at::kDouble), g_ent = at::randn({2, 50}, at::kDouble);
-  for (double temp : {1.0, 0.7}) {
-    auto ls = at::log_softmax(h.matmul(w.t()) / temp, -1);
-    auto lp_want = ls.gather(-1, t.unsqueeze(-1)).squeeze(-1);
-    auto ent_want = -(ls.exp() * ls).sum(-1);
-    auto e_only = torch::autograd::grad({ent_want}, {h}, {g_ent}, /*retain_graph=*/true)[0];
-    auto want = torch::autograd::grad({lp_want, ent_want}, {h, w}, {g_lp, g_ent});
-    for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {  // backward recomputes / reuses the softmax
-      at::Tensor ent;
-      auto got = chunked_token_logprobs(h, w, t, temp, /*chunk_tokens=*/7, keep, &ent, /*entropy_grad=*/true);
-      ASSERT_TRUE(ent.requires_grad());
-      EXPECT_LT((got - lp_want).abs().max().item<double>(), 1e-12);
-      EXPECT_LT((ent - ent_want).abs().max().item<double>(), 1e-12);
-      auto g = torch::autograd::grad({got, ent}, {h, w}, {g_lp, g_ent});
-      EXPECT_LT((g[0] - want[0]).abs().max().item<double>(), 1e-10) << temp << " " << keep;
-      EXPECT_LT((g[1] - want[1]).abs().max().item<double>(), 1e-10) << temp << " " << keep;
-      // The entropy's gradient alone (the log-prob unused) is the bonus's.
-      at::Tensor ent2;
-      chunked_token_logprobs(h, w, t, temp, 7, keep, &ent2, true);
-      EXPECT_LT((torch::autograd::grad({ent2}, {h}, {g_ent})[0] - e_only).abs().max().item<double>(), 1e-10) << keep;
-    }
-  }
-}
+// The entropy with its gradient (TRL's entropy bonus) against autograd (logprobs_check.h; the
+// GPU's in cuda_test).
+TEST(TokenLogprobs, EntropyGradientMatchesAutograd) { brl::test::expect_entropy_grad_matches_autograd(at::kCPU); }
 
 // The bf16 kept-softmax path on the CPU (logprobs_check.h; the GPU's in cuda_test).
 TEST(TokenLogprobs, Bf16KeptSoftmaxMatchesF64) { brl::test::expect_bf16_token_logprobs_match_f64(at::kCPU); }

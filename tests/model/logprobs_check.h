@@ -1,6 +1,7 @@
-// chunked_token_logprobs over a bf16 h (model/logprobs.h) against an f64 log-softmax, on any
-// device: the CPU and the GPU keep the bf16 softmax by different ops (f32 then one cast; exp
-// and scatter straight into bf16). Shared by llama_test and cuda_test.
+// chunked_token_logprobs (model/logprobs.h) on any device: over a bf16 h against an f64
+// log-softmax (the CPU and the GPU keep the bf16 softmax by different ops: f32 then one cast;
+// exp and scatter straight into bf16), and the entropy's gradient against autograd. Shared by
+// llama_test and cuda_test.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -61,6 +62,42 @@ inline void expect_bf16_token_logprobs_match_f64(at::Device dev) {
         EXPECT_LT((gc - gc_want).abs().max().item<double>(), 2e-2 * gc_want.abs().max().item<double>())
             << "near-certain rows, keep " << keep << " T " << temp;
       }
+    }
+  }
+}
+
+// entropy_grad: the entropy carries its gradient (TRL's entropy bonus), equal to autograd's
+// through softmax and log on the whole [N, V] (f64, on the CPU), for both outputs' upstream
+// gradients together and for the entropy's alone, with the softmax kept and recomputed.
+inline void expect_entropy_grad_matches_autograd(at::Device dev) {
+  using model::chunked_token_logprobs;
+  using model::kKeepSoftmaxBytes;
+  at::manual_seed(4);
+  auto h = at::randn({2, 50, 16}, at::kDouble).requires_grad_(true);
+  auto w = at::randn({40, 16}, at::kDouble).requires_grad_(true);
+  auto t = at::randint(0, 40, {2, 50}, at::kLong);
+  auto g_lp = at::randn({2, 50}, at::kDouble), g_ent = at::randn({2, 50}, at::kDouble);
+  for (double temp : {1.0, 0.7}) {
+    auto ls = at::log_softmax(h.matmul(w.t()) / temp, -1);
+    auto lp_want = ls.gather(-1, t.unsqueeze(-1)).squeeze(-1);
+    auto ent_want = -(ls.exp() * ls).sum(-1);
+    auto e_only = torch::autograd::grad({ent_want}, {h}, {g_ent}, /*retain_graph=*/true)[0];
+    auto want = torch::autograd::grad({lp_want, ent_want}, {h, w}, {g_lp, g_ent});
+    for (int64_t keep : {int64_t{0}, kKeepSoftmaxBytes}) {  // backward recomputes / reuses the softmax
+      at::Tensor ent;
+      auto hd = h.to(dev), wd = w.to(dev);  // differentiable copies: gradients reach h and w
+      auto got = chunked_token_logprobs(hd, wd, t.to(dev), temp, /*chunk_tokens=*/7, keep, &ent, /*entropy_grad=*/true);
+      ASSERT_TRUE(ent.requires_grad());
+      EXPECT_LT((got.cpu() - lp_want).abs().max().item<double>(), 1e-12);
+      EXPECT_LT((ent.cpu() - ent_want).abs().max().item<double>(), 1e-12);
+      auto g = torch::autograd::grad({got, ent}, {h, w}, {g_lp.to(dev), g_ent.to(dev)});
+      EXPECT_LT((g[0] - want[0]).abs().max().item<double>(), 1e-10) << temp << " " << keep;
+      EXPECT_LT((g[1] - want[1]).abs().max().item<double>(), 1e-10) << temp << " " << keep;
+      // The entropy's gradient alone (the log-prob unused) is the bonus's.
+      at::Tensor ent2;
+      chunked_token_logprobs(h.to(dev), w.to(dev), t.to(dev), temp, 7, keep, &ent2, true);
+      EXPECT_LT((torch::autograd::grad({ent2}, {h}, {g_ent.to(dev)})[0] - e_only).abs().max().item<double>(), 1e-10)
+          << keep;
     }
   }
 }
