@@ -56,8 +56,9 @@ cli::RunFn setup_dataset(CLI::App& app) {
       if (!e.tools.is_null()) j["tools"] = nlohmann::json::parse(e.tools.dump());
       j["answer"] = e.answer;
       if (tk) {
-        j["prompt_text"] = grpo::prompt_text(*tk, e, cfg.grpo.chat_template_kwargs);
-        j["prompt_ids"] = grpo::prompt_ids(*tk, e, cfg.grpo.max_prompt_length, cfg.grpo.chat_template_kwargs);
+        const std::string text = grpo::prompt_text(*tk, e, cfg.grpo.chat_template_kwargs);
+        j["prompt_ids"] = grpo::prompt_ids_of_text(*tk, e, text, cfg.grpo.max_prompt_length);
+        j["prompt_text"] = text;
       }
       std::printf("%s\n", j.dump().c_str());
     };

@@ -17,11 +17,17 @@ std::string prompt_text(const tok::Tokenizer& tk, const tasks::Example& e, const
   return t->apply_prompt(e.messages, kwargs, "a conversational prompt", e.tools);
 }
 
-std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
-                                const nlohmann::json& chat_template_kwargs) {
-  auto ids = tk.encode(prompt_text(tk, e, chat_template_kwargs), /*add_special_tokens=*/e.messages.is_null());
+std::vector<int32_t> prompt_ids_of_text(const tok::Tokenizer& tk, const tasks::Example& e, const std::string& text,
+                                        int max_len) {
+  // A rendered template wrote its own special tokens; a text prompt gets the tokenizer's.
+  auto ids = tk.encode(text, /*add_special_tokens=*/e.messages.is_null());
   if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
   return ids;
+}
+
+std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
+                                const nlohmann::json& chat_template_kwargs) {
+  return prompt_ids_of_text(tk, e, prompt_text(tk, e, chat_template_kwargs), max_len);
 }
 
 }  // namespace brl::grpo

@@ -24,5 +24,8 @@ std::string prompt_text(const tok::Tokenizer& tk, const tasks::Example& e,
 // Its token ids, the last max_len kept (TRL's max_prompt_length truncates from the left).
 std::vector<int32_t> prompt_ids(const tok::Tokenizer& tk, const tasks::Example& e, int max_len,
                                 const nlohmann::json& chat_template_kwargs = nlohmann::json::object());
+// The same from e's prompt_text, already rendered (not rendered again).
+std::vector<int32_t> prompt_ids_of_text(const tok::Tokenizer& tk, const tasks::Example& e, const std::string& text,
+                                        int max_len);
 
 }  // namespace brl::grpo
