@@ -53,7 +53,17 @@ ConfigTable GrpoConfig::table() {
       .add("vespo_lambda_neg", &vespo_lambda_neg, "vespo: decay lambda for negative advantages")
       .add("entropy_coef", &entropy_coef,
            "entropy bonus: subtract entropy_coef x the mean token entropy (over the tokens the policy term "
-           "keeps) from the loss, to keep exploring")
+           "keeps) from the loss, to keep exploring; with use_adaptive_entropy the starting coefficient")
+      .add("use_adaptive_entropy", &use_adaptive_entropy,
+           "adaptive entropy control (Skywork-OR1): after each optimizer step move entropy_coef by "
+           "entropy_coef_delta, up while the step's mean entropy is at or below entropy_target, else down; the "
+           "bonus applies only at or below the target")
+      .add("entropy_coef_min", &entropy_coef_min, "adaptive entropy control: lower bound of entropy_coef")
+      .add("entropy_coef_max", &entropy_coef_max, "adaptive entropy control: upper bound of entropy_coef")
+      .add("entropy_coef_delta", &entropy_coef_delta, "adaptive entropy control: step of entropy_coef")
+      .add("entropy_target", &entropy_target,
+           "adaptive entropy control: target mean token entropy in nats (set it near the entropy early in "
+           "training)")
       .add("top_entropy_quantile", &top_entropy_quantile,
            "keep in the policy term only the top fraction of tokens by entropy (1 = all; the paper: 0.2)")
       .add("off_policy_mask_threshold", &off_policy_mask_threshold,
@@ -112,6 +122,14 @@ void GrpoConfig::validate() const {
              kImportanceSamplingLevels(importance_sampling_level) + "'",
          "leave importance_sampling_level unset");
   if (!std::isfinite(entropy_coef)) fail("entropy_coef (" + q(entropy_coef) + ") must be a finite number");
+  for (double v : {entropy_coef_min, entropy_coef_max, entropy_coef_delta, entropy_target})
+    if (!std::isfinite(v))
+      fail("adaptive entropy settings (entropy_coef_min " + q(entropy_coef_min) + ", entropy_coef_max " +
+           q(entropy_coef_max) + ", entropy_coef_delta " + q(entropy_coef_delta) + ", entropy_target " +
+           q(entropy_target) + ") must be finite numbers");
+  if (!(entropy_coef_min <= entropy_coef_max))
+    fail("entropy_coef_min (" + q(entropy_coef_min) + ") must be <= entropy_coef_max (" + q(entropy_coef_max) + ")");
+  if (!(entropy_coef_delta >= 0)) fail("entropy_coef_delta (" + q(entropy_coef_delta) + ") must be >= 0");
   if (!(top_entropy_quantile >= 0 && top_entropy_quantile <= 1))
     fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]",
          "1 keeps every token; the paper uses 0.2");

@@ -78,8 +78,13 @@ struct GrpoConfig {
   double sapo_temperature_pos = 1.0, sapo_temperature_neg = 1.05;  // sapo's gate temperatures
   // vespo's gamma weight phi(w) = e^(lambda + k log w - lambda w) of the sequence ratio w
   double vespo_k_pos = 2.0, vespo_lambda_pos = 3.0, vespo_k_neg = 3.0, vespo_lambda_neg = 2.0;
-  double top_entropy_quantile = 1.0;                // < 1: policy term on the top fraction of tokens by entropy
-  double entropy_coef = 0.0;                        // entropy bonus: loss - entropy_coef x mean token entropy
+  double top_entropy_quantile = 1.0;  // < 1: policy term on the top fraction of tokens by entropy
+  double entropy_coef = 0.0;          // entropy bonus: loss - entropy_coef x mean token entropy
+  // TRL's adaptive entropy control (Skywork-OR1): entropy_coef is the starting coefficient,
+  // moved by entropy_coef_delta each optimizer step within [entropy_coef_min, entropy_coef_max],
+  // and applied only while the last step's mean entropy is at or below entropy_target (nats).
+  bool use_adaptive_entropy = false;
+  double entropy_coef_min = 0.0, entropy_coef_max = 1.0, entropy_coef_delta = 0.005, entropy_target = 0.2;
   std::optional<double> off_policy_mask_threshold;  // DeepSeek-V3.2's off-policy sequence mask
   bool use_bias_correction_kl = true;               // k3 KL times the importance ratio (TRL's default)
   ScaleRewards scale_rewards = ScaleRewards::group;

@@ -2,6 +2,10 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+#include <limits>
+#include <vector>
+
 #include "util/error.h"
 
 namespace brl::grpo {
@@ -144,13 +148,38 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
                                                     : ((ratio < 1.0 - opt.epsilon_low) & (adv < 0)) |
                                                           ((ratio > 1.0 + opt.epsilon_high) & (adv > 0));
     const at::Tensor zero = at::zeros({}, tokens.options());
-    const at::Tensor all = at::stack({loss.detach().to(at::kDouble), clips ? masked_mean(is_clipped) : zero,
-                                      masked_mean(ratio), kl.defined() ? masked_mean(kl) : zero})
-                               .cpu();
+    std::vector<at::Tensor> parts{loss.detach().to(at::kDouble), clips ? masked_mean(is_clipped) : zero,
+                                  masked_mean(ratio), kl.defined() ? masked_mean(kl) : zero};
+    if (in.entropies.defined()) {
+      const at::Tensor e = in.entropies.detach().to(at::kDouble);
+      parts.insert(parts.end(), {masked_mean(e), (e * kept).sum(), kept.sum(at::kDouble)});
+    }
+    const at::Tensor all = at::stack(parts).cpu();
     const double* v = all.const_data_ptr<double>();
     stats->loss = v[0], stats->clip_ratio = v[1], stats->mean_ratio = v[2], stats->kl = v[3];
+    if (in.entropies.defined()) stats->entropy = v[4], stats->kept_entropy_sum = v[5], stats->kept_tokens = v[6];
   }
   return loss;
+}
+
+EntropyControl::EntropyControl(const GrpoConfig& g)
+    : adaptive_(g.use_adaptive_entropy),
+      coef_(g.entropy_coef),
+      min_(g.entropy_coef_min),
+      max_(g.entropy_coef_max),
+      delta_(g.entropy_coef_delta),
+      target_(g.entropy_target),
+      last_entropy_(std::numeric_limits<double>::infinity()) {}
+
+double EntropyControl::applied() const {
+  if (!adaptive_) return coef_;
+  return last_entropy_ <= target_ ? coef_ : 0.0;
+}
+
+void EntropyControl::end_step(double kept_entropy_sum, double kept_tokens) {
+  if (!adaptive_) return;
+  last_entropy_ = kept_entropy_sum / std::max(1.0, kept_tokens);
+  coef_ = last_entropy_ <= target_ ? std::min(coef_ + delta_, max_) : std::max(coef_ - delta_, min_);
 }
 
 }  // namespace brl::grpo

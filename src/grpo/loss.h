@@ -69,9 +69,39 @@ struct LossOptions {
 
 struct LossStats {
   double loss = 0, clip_ratio = 0, kl = 0, mean_ratio = 0;
+  // With entropies given: their mean over the completion tokens (TRL's "entropy" metric), and
+  // their sum and count over the tokens the policy term keeps (adaptive entropy control).
+  double entropy = 0, kept_entropy_sum = 0, kept_tokens = 0;
 };
 
 // Returns the scalar loss; fills stats (detached).
 at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* stats = nullptr);
+
+// The entropy bonus's coefficient across optimizer steps. Static (use_adaptive_entropy off):
+// entropy_coef throughout. Adaptive (TRL's use_adaptive_entropy, Skywork-OR1): every micro-batch
+// of a step applies entropy_coef while the previous step's mean entropy is at or below
+// entropy_target, else 0 (none is known before the first step: 0); after each step the
+// coefficient moves by entropy_coef_delta, up when that step's entropy (token-weighted over all
+// its micro-batches, over the tokens the policy term keeps) is at or below the target, down
+// otherwise, within [entropy_coef_min, entropy_coef_max].
+class EntropyControl {
+ public:
+  explicit EntropyControl(const GrpoConfig& g);
+  bool enabled() const { return adaptive_ || coef_ != 0.0; }  // the loss needs entropies
+  double applied() const;                                     // for this step's micro-batches
+  // The optimizer step ended; its micro-batches' LossStats kept_entropy_sum and kept_tokens summed.
+  void end_step(double kept_entropy_sum, double kept_tokens);
+  double coef() const { return coef_; }
+  double last_entropy() const { return last_entropy_; }  // +inf before the first step
+  // A saved state (coef(), last_entropy()); adaptive control only: static keeps the configured one.
+  void restore(double coef, double last_entropy) {
+    if (adaptive_) coef_ = coef, last_entropy_ = last_entropy;
+  }
+
+ private:
+  bool adaptive_;
+  double coef_, min_, max_, delta_, target_;
+  double last_entropy_;
+};
 
 }  // namespace brl::grpo

@@ -116,21 +116,21 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
           "len {:.1f} gen {:.1f}s train {:.1f}s",
           s.step, cfg.grpo.max_steps, s.reward_mean, s.reward_std, s.accuracy, s.loss, s.kl, s.clip_ratio, s.grad_norm,
           s.lr, s.completion_length, s.gen_seconds, s.train_seconds);
-    metrics << nlohmann::json{{"step", s.step},
-                              {"reward", s.reward_mean},
-                              {"reward_std", s.reward_std},
-                              {"accuracy", s.accuracy},
-                              {"loss", s.loss},
-                              {"kl", s.kl},
-                              {"clip_ratio", s.clip_ratio},
-                              {"grad_norm", s.grad_norm},
-                              {"lr", s.lr},
-                              {"completion_length", s.completion_length},
-                              {"frac_reward_zero_std", s.frac_reward_zero_std},
-                              {"samples", s.samples},
-                              {"time_s", stepping}}
-                   .dump()
-            << "\n";
+    nlohmann::json line{{"step", s.step},
+                        {"reward", s.reward_mean},
+                        {"reward_std", s.reward_std},
+                        {"accuracy", s.accuracy},
+                        {"loss", s.loss},
+                        {"kl", s.kl},
+                        {"clip_ratio", s.clip_ratio},
+                        {"grad_norm", s.grad_norm},
+                        {"lr", s.lr},
+                        {"completion_length", s.completion_length},
+                        {"frac_reward_zero_std", s.frac_reward_zero_std},
+                        {"samples", s.samples},
+                        {"time_s", stepping}};
+    add_entropy_stats(line, s);
+    metrics << line.dump() << "\n";
     bool stop = s.step == cfg.grpo.max_steps || (time_limit_s > 0 && elapsed() > time_limit_s);
     if ((cfg.train.save_steps > 0 && s.step % cfg.train.save_steps == 0) || stop) save(s.step);
     if ((cfg.train.eval_steps > 0 && s.step % cfg.train.eval_steps == 0) || stop) {

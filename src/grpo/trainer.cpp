@@ -132,7 +132,7 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
 }
 
 PolicyOptimizer::PolicyOptimizer(model::Model& m, const GrpoConfig& cfg)
-    : m_(m), cfg_(cfg), mb_(cfg.per_device_train_batch_size) {
+    : m_(m), cfg_(cfg), mb_(cfg.per_device_train_batch_size), entropy_(cfg) {
   cfg_.validate();
   m_.set_requires_grad(false);  // the base stays frozen and shared
   params_ = lora::parameters(m_);
@@ -188,6 +188,11 @@ double fresh_momentum_lr_scale(double beta1, int64_t step, int64_t steps_since_r
   if (steps_since_reset <= 0 || steps_since_reset >= step) return 1.0;
   return (1 - std::pow(beta1, static_cast<double>(step))) /
          (1 - std::pow(beta1, static_cast<double>(steps_since_reset)));
+}
+
+void add_entropy_stats(nlohmann::json& line, const StepStats& s) {
+  if (s.entropy) line["entropy"] = *s.entropy;
+  if (s.entropy_coef) line["entropy_coef"] = *s.entropy_coef;
 }
 
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
@@ -314,24 +319,27 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   lo.vespo_k_neg = cfg_.vespo_k_neg;
   lo.vespo_lambda_neg = cfg_.vespo_lambda_neg;
   lo.top_entropy_quantile = cfg_.top_entropy_quantile;
-  lo.entropy_coef = cfg_.entropy_coef;
-  const bool bonus = cfg_.entropy_coef != 0.0;
+  const bool need_entropy = lo.top_entropy_quantile < 1 || entropy_.enabled();
   lo.max_completion_length = cfg_.max_completion_length;
   lo.num_items_in_batch = total_tokens;
   PolicyStats st;
   for (int it = 0; it < cfg_.num_iterations; ++it) {
     // This pass's gradients and statistics, kept only when every micro-batch fitted.
     PolicyStats pass;
+    double entropy = 0, kept_entropy = 0, kept_tokens = 0;  // this pass's, for the entropy control
+    lo.entropy_coef = entropy_.applied();                   // the same for every micro-batch of the step
+    const bool entropy_grad = lo.entropy_coef != 0.0;
     with_micro_batch("training pass", [&](int64_t mb) {
       opt_->zero_grad();
       pass = PolicyStats{};
+      entropy = kept_entropy = kept_tokens = 0;
       const int64_t n_micro = (N + mb - 1) / mb;
       lo.accumulation_steps = n_micro;
       for (int64_t s = 0; s < N; s += mb) {
         at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
         LossInputs in;
-        in.logps = completion_logprobs(m_, b, rows, cfg_.temperature,
-                                       lo.top_entropy_quantile < 1 || bonus ? &in.entropies : nullptr, bonus);
+        in.logps =
+            completion_logprobs(m_, b, rows, cfg_.temperature, need_entropy ? &in.entropies : nullptr, entropy_grad);
         in.old_logps = b.old_logps.index_select(0, rows);
         if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
         in.advantages = b.advantages.index_select(0, rows);
@@ -342,11 +350,16 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
         pass.loss += ls.loss;  // read with the statistics: no wait of its own
         pass.kl += ls.kl / n_micro;
         pass.clip_ratio += ls.clip_ratio / n_micro;
+        entropy += ls.entropy / n_micro;
+        kept_entropy += ls.kept_entropy_sum;
+        kept_tokens += ls.kept_tokens;
       }
     });
     st.loss += pass.loss / cfg_.num_iterations;
     st.kl += pass.kl / cfg_.num_iterations;
     st.clip_ratio += pass.clip_ratio / cfg_.num_iterations;
+    if (need_entropy) st.entropy = st.entropy.value_or(0) + entropy / cfg_.num_iterations;
+    entropy_.end_step(kept_entropy, kept_tokens);
     if (cfg_.max_grad_norm > 0) st.grad_norm = clip_grad_norm(params_, cfg_.max_grad_norm);
     double scale = 1;
     if (since_momentum_reset_ >= 0) {  // set only while AdamW has state (reset_momentum)
@@ -359,6 +372,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
     fused_adamw_step(*opt_);
   }
   m_.training = false;
+  if (entropy_.enabled()) st.entropy_coef = entropy_.coef();
   return st;
 }
 
@@ -490,6 +504,8 @@ StepStats GrpoTrainer::step() {
   st.kl = ps.kl;
   st.clip_ratio = ps.clip_ratio;
   st.grad_norm = ps.grad_norm;
+  st.entropy = ps.entropy;
+  st.entropy_coef = ps.entropy_coef;
   st.lr = lr;
   st.train_seconds = seconds_since(t1);
   ++step_;
@@ -501,6 +517,9 @@ void GrpoTrainer::save_state(const std::string& path) {
   policy_->adamw().save(a);
   a.write("step", torch::tensor(step_));
   a.write("cursor", torch::tensor(static_cast<int64_t>(cursor_)));
+  const EntropyControl& ec = policy_->entropy_control();
+  a.write("entropy_coef", torch::tensor(ec.coef(), torch::kDouble));
+  a.write("last_entropy", torch::tensor(ec.last_entropy(), torch::kDouble));
   a.save_to(path);
 }
 
@@ -517,6 +536,11 @@ void GrpoTrainer::load_state(const std::string& path) {
   a.read("cursor", c);
   step_ = s.item<int64_t>();
   cursor_ = static_cast<uint64_t>(c.item<int64_t>());
+  // Adaptive entropy control's state (TRL's entropy_ctrl_state.json); states from before it keep
+  // the configured start.
+  at::Tensor coef, last;
+  if (a.try_read("entropy_coef", coef) && a.try_read("last_entropy", last))
+    policy_->entropy_control().restore(coef.item<double>(), last.item<double>());
 }
 
 namespace {
@@ -528,10 +552,13 @@ std::string GrpoTrainer::portable_state() const {
   std::vector<st::TensorData> td;
   for (auto& t : policy_->second_moments()) v.push_back(t.to(torch::kCPU, torch::kBFloat16).contiguous());
   for (size_t i = 0; i < v.size(); ++i) td.push_back(model::tensor_data("exp_avg_sq." + std::to_string(i), v[i]));
+  const EntropyControl& ec = policy_->entropy_control();
   return st::serialize_safetensors(td, {{"format", kPortableStateFormat},
                                         {"step", std::to_string(step_)},
                                         {"cursor", std::to_string(cursor_)},
-                                        {"adam_step", std::to_string(policy_->adam_step())}});
+                                        {"adam_step", std::to_string(policy_->adam_step())},
+                                        {"entropy_coef", fmt::format("{}", ec.coef())},
+                                        {"last_entropy", fmt::format("{}", ec.last_entropy())}});
 }
 
 namespace {
@@ -542,6 +569,16 @@ std::optional<int64_t> state_counter(const st::SafetensorsFile& f, const std::st
       it->second.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
   return std::stoll(it->second);
+}
+// A number from the state's metadata (fmt's shortest round-trip form; "inf" allowed); nullopt if
+// absent, NaN or not one.
+std::optional<double> state_number(const st::SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  if (it == f.metadata().end() || it->second.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (*end != '\0' || std::isnan(v)) return std::nullopt;
+  return v;
 }
 std::string state_format(const st::SafetensorsFile& f) {
   auto it = f.metadata().find("format");
@@ -586,7 +623,15 @@ void GrpoTrainer::load_portable_state(const std::string& bytes, const std::strin
       throw UserError(label + ": exp_avg_sq." + std::to_string(i) + " holds negative or non-finite values", fix);
     v.push_back(std::move(t));
   }
+  // Adaptive entropy control's state; a state from before it keeps the configured start.
+  const auto coef = state_number(f, "entropy_coef"), last = state_number(f, "last_entropy");
+  if ((coef || last) && !(coef && std::isfinite(*coef) && last && *last >= 0))
+    throw UserError(label +
+                        ": its entropy_coef or last_entropy metadata is not a number (a finite coefficient, an "
+                        "entropy >= 0 or inf)",
+                    fix);
   policy_->set_second_moments(v, *adam);
+  if (coef) policy_->entropy_control().restore(*coef, *last);
   step_ = *step;
   cursor_ = static_cast<uint64_t>(*cursor);
 }

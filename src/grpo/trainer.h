@@ -14,6 +14,7 @@
 
 #include "config/grpo_config.h"
 #include "generate/generate.h"
+#include "grpo/loss.h"
 #include "grpo/prompts.h"
 #include "model/llama.h"
 #include "tasks/task.h"
@@ -33,7 +34,12 @@ struct StepStats {
   double frac_reward_zero_std = 0;  // groups whose G rewards are all equal: no signal (TRL's name)
   int64_t samples = 0, tokens = 0;
   double gen_seconds = 0, score_seconds = 0, train_seconds = 0;  // score: rewards, advantages, the batch
+  std::optional<double> entropy;       // mean token entropy, when the loss needed it (TRL's metric)
+  std::optional<double> entropy_coef;  // the bonus's coefficient after the step, when the bonus is on
 };
+
+// Adds "entropy" and "entropy_coef" to a step's log line, where the step measured them.
+void add_entropy_stats(nlohmann::json& line, const StepStats& s);
 
 struct EvalResult {
   int64_t n = 0;
@@ -105,6 +111,7 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, cons
 
 struct PolicyStats {
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0;
+  std::optional<double> entropy, entropy_coef;  // as StepStats
 };
 
 // The training half of a GRPO step: the reference pass (adapter off) when beta > 0, then
@@ -134,6 +141,9 @@ class PolicyOptimizer {
   // A state of these second moments and step count whose first moment is zero, corrected as
   // after reset_momentum; empty v: a fresh optimizer.
   void set_second_moments(const std::vector<torch::Tensor>& v, int64_t adam_step);
+  // The entropy bonus's coefficient (adaptive control's state, kept with the optimizer's).
+  EntropyControl& entropy_control() { return entropy_; }
+  const EntropyControl& entropy_control() const { return entropy_; }
 
  private:
   model::Model& m_;
@@ -143,6 +153,7 @@ class PolicyOptimizer {
   int64_t ref_passes_ = 0;
   int64_t since_momentum_reset_ = -1;  // optimizer steps since reset_momentum(); -1: never
   int64_t mb_;                         // micro_batch_size()
+  EntropyControl entropy_;
   // Runs pass(micro-batch size); on running out of memory, halves the size and runs it again
   // (auto_find_batch_size), else throws UserError naming the fix. `what` names the pass.
   void with_micro_batch(const char* what, const std::function<void(int64_t)>& pass);

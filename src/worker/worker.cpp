@@ -224,25 +224,25 @@ void Worker::step() {
   ++sum_.steps;
   samples_total_ += s.samples;
   win_.add({s.samples, s.reward_mean, s.reward_std, s.accuracy, s.frac_reward_zero_std});
-  log_lines_ += nlohmann::json{{"time_ms", protocol::now_ms()},
-                               {"worker", id_},
-                               {"step", sum_.steps},
-                               {"version", version_},
-                               {"reward", s.reward_mean},
-                               {"reward_std", s.reward_std},
-                               {"accuracy", s.accuracy},
-                               {"loss", s.loss},
-                               {"kl", s.kl},
-                               {"grad_norm", s.grad_norm},
-                               {"clip_ratio", s.clip_ratio},
-                               {"frac_reward_zero_std", s.frac_reward_zero_std},
-                               {"completion_length", s.completion_length},
-                               {"seconds", step_s},
-                               {"gen_seconds", s.gen_seconds},
-                               {"score_seconds", s.score_seconds},
-                               {"train_seconds", s.train_seconds}}
-                    .dump() +
-                "\n";
+  nlohmann::json line{{"time_ms", protocol::now_ms()},
+                      {"worker", id_},
+                      {"step", sum_.steps},
+                      {"version", version_},
+                      {"reward", s.reward_mean},
+                      {"reward_std", s.reward_std},
+                      {"accuracy", s.accuracy},
+                      {"loss", s.loss},
+                      {"kl", s.kl},
+                      {"grad_norm", s.grad_norm},
+                      {"clip_ratio", s.clip_ratio},
+                      {"frac_reward_zero_std", s.frac_reward_zero_std},
+                      {"completion_length", s.completion_length},
+                      {"seconds", step_s},
+                      {"gen_seconds", s.gen_seconds},
+                      {"score_seconds", s.score_seconds},
+                      {"train_seconds", s.train_seconds}};
+  grpo::add_entropy_stats(line, s);
+  log_lines_ += line.dump() + "\n";
   const double rate = samples_total_ / std::max(1e-9, seconds_since(train_start_));
   beater_->update([&](protocol::Heartbeat& h) {
     h.step = sum_.steps;

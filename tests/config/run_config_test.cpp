@@ -102,6 +102,15 @@ TEST(RunConfig, ErrorsNameTheKey) {
   c = RunConfig();
   c.lora.r = 0;
   EXPECT_NE(error_of([&] { c.validate(); }).find("r (0) must be >= 1"), std::string::npos);
+  // Adaptive entropy control: bounds in order, a step that is not negative.
+  c = RunConfig();
+  c.apply_overrides({"grpo.use_adaptive_entropy=true", "grpo.entropy_coef_min=0.5", "grpo.entropy_coef_max=0.1"});
+  EXPECT_NE(error_of([&] { c.validate(); }).find("entropy_coef_min (0.5) must be <= entropy_coef_max (0.1)"),
+            std::string::npos);
+  c.apply_overrides({"grpo.entropy_coef_min=0", "grpo.entropy_coef_delta=-0.01"});
+  EXPECT_NE(error_of([&] { c.validate(); }).find("entropy_coef_delta (-0.01) must be >= 0"), std::string::npos);
+  c.apply_overrides({"grpo.entropy_coef_delta=0.01"});
+  EXPECT_NO_THROW(c.validate());
 }
 
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {

@@ -372,6 +372,88 @@ TEST(GrpoTrainer, EntropyBonusChangesTheStep) {
   EXPECT_GT((with - without).abs().max().item<double>(), 1e-6);
 }
 
+// Adaptive entropy control through the trainer: the first step applies no bonus (trains as
+// entropy_coef 0 would), the coefficient then rises by delta per step while the entropy is under
+// the target, the second step applies it; the controller's state resumes from save_state and from
+// the portable state (a restarted worker), and a static run keeps its configured coefficient.
+TEST(GrpoTrainer, AdaptiveEntropyControlStepsTheCoefficientAndResumes) {
+  StepEnv env;
+  auto adaptive = [] {
+    auto g = small_grpo(0.0);
+    g.use_adaptive_entropy = true;
+    g.entropy_coef = 0.5;
+    g.entropy_coef_delta = 0.25;
+    g.entropy_target = 100;  // above any entropy over 257 tokens (ln 257 = 5.5): always applied
+    return g;
+  };
+  auto run = [&](const grpo::GrpoConfig& g, int steps, std::vector<grpo::StepStats>* stats = nullptr) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m);
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    for (int i = 0; i < steps; ++i) {
+      auto s = tr.step();
+      if (stats) stats->push_back(s);
+    }
+    return lora_b(m);
+  };
+  std::vector<grpo::StepStats> st;
+  const at::Tensor one = run(adaptive(), 1, &st), none = run(small_grpo(0.0), 1);
+  EXPECT_TRUE(torch::allclose(one, none, 1e-5, 1e-7)) << "the first step has no measurement: no bonus";
+  ASSERT_TRUE(st[0].entropy && st[0].entropy_coef);
+  EXPECT_GT(*st[0].entropy, 0.5);
+  EXPECT_LT(*st[0].entropy, std::log(257.0));
+  EXPECT_DOUBLE_EQ(*st[0].entropy_coef, 0.75);
+  st.clear();
+  const at::Tensor two = run(adaptive(), 2, &st), two_none = run(small_grpo(0.0), 2);
+  EXPECT_DOUBLE_EQ(*st[1].entropy_coef, 1.0);  // 0.75 + 0.25, at entropy_coef_max (1)
+  EXPECT_GT((two - two_none).abs().max().item<double>(), 1e-5) << "the second step applies the bonus";
+
+  // Resume: a trainer loading the state of one that took two steps goes on from 1.0 (capped), not
+  // from 0.5 + 0.25; lowering the target below any entropy turns it down from there.
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  grpo::GrpoTrainer tr(m, env.tk, *env.task, adaptive());
+  tr.step();
+  tr.step();
+  test::TempDir tmp;
+  tr.save_state(tmp.str("state.pt"));
+  const std::string portable = tr.portable_state();
+  auto low = adaptive();
+  low.entropy_target = 0;  // now above it: the coefficient steps down, the bonus is not applied
+  for (int how = 0; how < 2; ++how) {
+    auto m2 = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m2);
+    grpo::GrpoTrainer tr2(m2, env.tk, *env.task, low);
+    if (how == 0) tr2.load_state(tmp.str("state.pt"));
+    else tr2.load_portable_state(portable, "state");
+    EXPECT_DOUBLE_EQ(*tr2.step().entropy_coef, 0.75) << (how ? "portable state" : "save_state");
+  }
+  // Static control ignores a saved controller: its coefficient is the configured one.
+  auto stat = small_grpo(0.0);
+  stat.entropy_coef = 0.1;
+  auto m3 = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m3);
+  grpo::GrpoTrainer tr3(m3, env.tk, *env.task, stat);
+  tr3.load_portable_state(portable, "state");
+  EXPECT_DOUBLE_EQ(*tr3.step().entropy_coef, 0.1);
+  // A state whose controller entry is not a number is refused by name.
+  auto f = st::SafetensorsFile::from_buffer(portable.data(), portable.size(), "state");
+  auto md = f.metadata();
+  md["entropy_coef"] = "nan";
+  std::vector<torch::Tensor> keep;
+  std::vector<st::TensorData> td;
+  for (auto& name : f.names()) {
+    keep.push_back(model::copy_tensor(f.get(name), torch::kBFloat16));
+    td.push_back(model::tensor_data(name, keep.back()));
+  }
+  try {
+    tr3.load_portable_state(st::serialize_safetensors(td, md), "bad-state");
+    ADD_FAILURE() << "a NaN coefficient was loaded";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad-state: its entropy_coef"), std::string::npos) << e.what();
+  }
+}
+
 // GDPO (multi_objective_aggregation = normalize_then_sum) through the trainer, with a reward
 // that never varies beside one that does: each function is normalised in its group, so the
 // constant one adds nothing, and the step trains as on the varying reward alone.

@@ -7,7 +7,8 @@
 // generation step counts it (the whole generation batch, also across micro-batches), the logged
 // clip ratio and KL, the advantages for scale_rewards group | batch | none, and for three
 // weighted reward functions under multi_objective_aggregation sum_then_normalize |
-// normalize_then_sum (GDPO).
+// normalize_then_sum (GDPO), and the adaptive entropy controller (use_adaptive_entropy) over six
+// optimizer steps of two micro-batches.
 //
 // Tolerances. Loss and gradients: float64 on both sides and the same operations, so
 //   |ours - TRL| <= 1e-10 * max |TRL| (measured 0: bit-identical on x86-64 with torch 2.11; the
@@ -26,6 +27,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -194,6 +196,38 @@ at::Tensor multi_rewards() {
 }
 const std::vector<double> kMultiWeights = {1.0, 0.5, 2.0};
 
+// Adaptive entropy control over six optimizer steps of two micro-batches each, on entropies
+// whose means (~0.5, 2, 1, 0.5, 3, 3 nats) against entropy_target 1.5 (bnpo) make the controller skip the
+// bonus (the first step: no measurement yet; after a step above the target), apply it, step the
+// coefficient up and down, and hit both bounds (0.02 -> 0.07, 0.02, 0.07, 0.1 capped, 0.05, 0.01
+// floored).
+std::vector<at::Tensor> adaptive_entropies() {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(99);
+  std::vector<at::Tensor> e;
+  for (double scale : {1.0, 4.0, 2.0, 1.0, 6.0, 6.0})
+    e.push_back(scale * at::rand({kB, kT}, gen, at::TensorOptions().dtype(at::kDouble)));
+  return e;
+}
+const std::map<std::string, json>& adaptive_cases() {
+  static const std::map<std::string, json> cases = [] {
+    const json control = {{"use_adaptive_entropy", true},     {"entropy_coef", 0.02},       {"entropy_coef_min", 0.01},
+                          {"entropy_coef_max", 0.1},          {"entropy_coef_delta", 0.05}, {"entropy_target", 1.5},
+                          {"gradient_accumulation_steps", 2}, {"steps_per_generation", 2}};
+    std::map<std::string, json> m;
+    json bnpo = control, dapo = control;
+    bnpo["loss_type"] = "bnpo";
+    dapo["loss_type"] = "dapo";
+    // The controller measures the kept tokens only: the top half, whose means are ~3/2 of the
+    // whole's, against a target raised as much.
+    dapo["top_entropy_quantile"] = 0.5;
+    dapo["entropy_target"] = 2.0;
+    m["bnpo"] = bnpo;
+    m["dapo/quantile"] = dapo;
+    return m;
+  }();
+  return cases;
+}
+
 std::map<std::string, json> all_cases() {
   std::map<std::string, json> cases;
   Batch b = random_batch(2024);
@@ -225,6 +259,12 @@ std::map<std::string, json> all_cases() {
                              {"num_generations", kG},
                              {"completion_mask", mask}};
   for (auto& [name, nc] : newer_cases()) cases["newer/" + name] = loss_case(b, nc.type, nc.beta, nc.extra);
+  for (auto& [name, extra] : adaptive_cases()) {
+    json c = loss_case(b, extra.at("loss_type"), 0.0, extra);
+    c["entropy_steps"] = json::array();
+    for (auto& e : adaptive_entropies()) c["entropy_steps"].push_back(to_json(e));
+    cases["adaptive/" + name] = c;
+  }
   // TRL's defaults for the KL term (use_bias_correction_kl unset = True): ours' default too.
   json d = loss_case(b, "bnpo", kBeta);
   d.erase("use_bias_correction_kl");
@@ -516,4 +556,73 @@ TEST(TrlOracle, KlTermMatchesTrlDefaultBiasCorrection) {
   ASSERT_FALSE(c.contains("use_bias_correction_kl"));
   EXPECT_TRUE(LossOptions{}.use_bias_correction_kl);
   std::printf("    max relative diff (loss, gradient) %.2e\n", expect_matches(b, t, b.mask, 0, c));
+}
+
+// TRL's adaptive entropy control (use_adaptive_entropy): EntropyControl, driven as the trainer
+// drives it (the applied coefficient for every micro-batch of a step, end_step with the step's
+// kept-token entropy sums), against GRPOTrainer._compute_loss run over the same six optimizer
+// steps of two micro-batches: each micro-batch's loss, each step's d loss / d entropies, and the
+// controller's coefficient and measured entropy after each step.
+TEST(TrlOracle, AdaptiveEntropyControlMatchesTrlStepByStep) {
+  ASSERT_TRUE(trl_ran());
+  const std::vector<at::Tensor> entropies = adaptive_entropies();
+  for (auto& [name, extra] : adaptive_cases()) {
+    SCOPED_TRACE(name);
+    const json& c = trl().cases.at("adaptive/" + name);
+    const json& t = trl().results.at("adaptive/" + name);
+    ASSERT_TRUE(t.contains("steps")) << t.dump();
+    ASSERT_EQ(t["steps"].size(), entropies.size());
+    GrpoConfig g;
+    g.use_adaptive_entropy = true;
+    g.entropy_coef = c.at("entropy_coef");
+    g.entropy_coef_min = c.at("entropy_coef_min");
+    g.entropy_coef_max = c.at("entropy_coef_max");
+    g.entropy_coef_delta = c.at("entropy_coef_delta");
+    g.entropy_target = c.at("entropy_target");
+    EntropyControl ctl(g);
+    Batch b = random_batch(2024);
+    const at::Tensor adv = from_json(t["advantages"]);
+    std::vector<double> applied;
+    double worst = 0;
+    for (size_t s = 0; s < entropies.size(); ++s) {
+      SCOPED_TRACE("step " + std::to_string(s));
+      const json& ts = t["steps"][s];
+      b.entropies = entropies[s];
+      LossOptions o = options_of(c, t["num_items_in_batch"].get<double>());
+      o.entropy_coef = ctl.applied();
+      applied.push_back(o.entropy_coef);
+      at::Tensor entropy_grad = at::zeros_like(b.entropies);
+      double kept_sum = 0, kept_tokens = 0;
+      for (int64_t k = 0; k < 2; ++k) {
+        Ours r = ours(b, b.mask, adv, o, k * kB / 2, (k + 1) * kB / 2);
+        const double dl = rel(r.loss, ts["losses"][k].get<double>());
+        EXPECT_LE(dl, kLossTol) << "micro-batch " << k << ": ours " << r.loss << ", TRL " << ts["losses"][k];
+        worst = std::max(worst, dl);
+        entropy_grad += r.entropy_grad;
+        kept_sum += r.stats.kept_entropy_sum;
+        kept_tokens += r.stats.kept_tokens;
+      }
+      const at::Tensor theirs = from_json(ts["entropy_grad"]);
+      if (o.entropy_coef != 0) {
+        worst = std::max(worst, rel(entropy_grad, theirs));
+        EXPECT_LE(rel(entropy_grad, theirs), kLossTol) << "d loss / d entropies";
+      } else {
+        EXPECT_EQ(theirs.abs().max().item<double>(), 0) << "TRL applied a bonus where ours did not";
+        EXPECT_EQ(entropy_grad.abs().max().item<double>(), 0);
+      }
+      ctl.end_step(kept_sum, kept_tokens);
+      EXPECT_LE(rel(ctl.coef(), ts["entropy_coef"].get<double>()), kLossTol)
+          << "coefficient: ours " << ctl.coef() << ", TRL " << ts["entropy_coef"];
+      EXPECT_LE(rel(ctl.last_entropy(), ts["last_world_entropy"].get<double>()), kLossTol)
+          << "measured entropy: ours " << ctl.last_entropy() << ", TRL " << ts["last_world_entropy"];
+    }
+    // The steps exercised what they were chosen for: skipped and applied bonuses, both bounds.
+    EXPECT_EQ(applied.front(), 0.0) << "no measurement before the first step";
+    EXPECT_EQ(std::count(applied.begin(), applied.end(), 0.0), 3);  // steps 0, 2 and 5
+    std::vector<double> coefs;
+    for (auto& ts : t["steps"]) coefs.push_back(ts["entropy_coef"]);
+    EXPECT_NEAR(*std::max_element(coefs.begin(), coefs.end()), 0.1, 1e-12);
+    EXPECT_NEAR(*std::min_element(coefs.begin(), coefs.end()), 0.01, 1e-12);
+    std::printf("    %s: max relative diff (loss, entropy gradient, controller) %.2e\n", name.c_str(), worst);
+  }
 }

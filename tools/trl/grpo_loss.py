@@ -22,10 +22,18 @@ A case (B completions of T tokens; lists of floats):
   absent = GRPOConfig's default.
   entropies [B][T]  the policy's per-token entropies the loss sees (for top_entropy_quantile and
                     the entropy bonus, entropy_coef: then a leaf with a gradient); absent = zeros
+  entropy_steps [S][B][T]  adaptive entropy control (use_adaptive_entropy, entropy_coef_min,
+                    entropy_coef_max, entropy_coef_delta, entropy_target): S optimizer steps over the
+                    whole generation batch, each its steps_per_generation micro-batches in order
+                    (gradient_accumulation_steps = steps_per_generation) with these entropies; the
+                    accelerator syncs gradients on each step's last micro-batch, as TRL's loop does
 A result: advantages [B] (rewards given), num_items_in_batch, completion_mask [B][T] as TRL built it,
 rows [start, end) of the micro-batch, loss, grad [B][T] (zero outside the micro-batch), entropy_grad
 [B][T] (d loss / d entropies; zeros without the bonus), and the
 metrics TRL logged for that loss ("clip_ratio/region_mean", "kl", ...).
+With entropy_steps, instead: steps [S], each {losses [micro-batches], entropy_grad [B][T] (summed
+over the step's micro-batches), entropy_coef and last_world_entropy after the step (TRL's
+controller state; "inf" as the string "inf")}.
 
 What is TRL's code and what is stubbed:
   - trl.GRPOConfig builds the settings (TRL's own defaults and validation; epsilon_high None ->
@@ -71,7 +79,8 @@ _SETTINGS = ("loss_type", "beta", "epsilon", "epsilon_high", "max_completion_len
              "steps_per_generation", "num_iterations", "mask_truncated_completions",
              "importance_sampling_level", "delta", "sapo_temperature_pos", "sapo_temperature_neg",
              "off_policy_mask_threshold", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-             "top_entropy_quantile", "multi_objective_aggregation", "entropy_coef")
+             "top_entropy_quantile", "multi_objective_aggregation", "entropy_coef", "use_adaptive_entropy",
+             "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta", "entropy_target")
 _EOS, _PAD = 2, 0  # token ids of the stand-in tokenizer; every other completion token is 1
 
 
@@ -134,6 +143,7 @@ def _stand_in(args, accelerator, source):
         use_vllm=False, vllm_importance_sampling_correction=args.vllm_importance_sampling_correction,
         aux_loss_enabled=False, _entropy_bonus_enabled=args.entropy_coef != 0.0 or args.use_adaptive_entropy,
         entropy_coef=args.entropy_coef, use_adaptive_entropy=args.use_adaptive_entropy,
+        _last_world_entropy=float("inf"), _entropy_window_stats=None,  # as GRPOTrainer.__init__ sets them
         current_gradient_accumulation_steps=args.gradient_accumulation_steps,
         reward_weights=torch.ones(1, dtype=torch.float32), reward_func_names=["given"],
         environment_factories=None, environments=None, tools=None, pad_to_multiple_of=args.pad_to_multiple_of,
@@ -213,6 +223,9 @@ def run_case(case):
     if source.logps is None:
         return out
     spg = args.steps_per_generation
+    if "entropy_steps" in case:
+        out["steps"] = _controlled_steps(case, trainer, source, split_tensor_dict(batch, spg))
+        return out
     k = case.get("micro_batch", 0)
     micro = split_tensor_dict(batch, spg)[k]
     out["rows"] = [k * (B // spg), (k + 1) * (B // spg)]
@@ -225,6 +238,24 @@ def run_case(case):
     out["entropy_grad"] = (ent.grad if ent is not None and ent.grad is not None else torch.zeros_like(mask, dtype=torch.float64)).tolist()
     out["metrics"] = {name: vals[-1] for name, vals in trainer._metrics["train"].items()}
     return out
+
+
+def _controlled_steps(case, trainer, source, micros):
+    """Optimizer steps of the adaptive entropy controller: every micro-batch of each step, in order."""
+    source.phase = "loss"
+    steps = []
+    for entropies in case["entropy_steps"]:
+        source.entropies = _tensor(entropies).requires_grad_(True)
+        losses = []
+        for k, micro in enumerate(micros):
+            trainer.accelerator.sync_gradients = k == len(micros) - 1  # the optimizer-step boundary
+            loss = GRPOTrainer._compute_loss(trainer, source.policy, micro)
+            loss.backward()
+            losses.append(loss.item())
+        last = trainer._last_world_entropy
+        steps.append({"losses": losses, "entropy_grad": source.entropies.grad.tolist(),
+                      "entropy_coef": trainer.entropy_coef, "last_world_entropy": "inf" if last == float("inf") else last})
+    return steps
 
 
 def main():
