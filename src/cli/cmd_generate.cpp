@@ -101,6 +101,11 @@ brl::cli::RunFn setup_generate(CLI::App& app) {
   app.add_option("--temperature", a->gen.temperature, "sampling temperature; 0 = greedy")->default_val(1.0);
   app.add_option("--top-k", a->gen.top_k, "keep the k most likely tokens; 0 = off")->default_val(0);
   app.add_option("--top-p", a->gen.top_p, "nucleus sampling mass; 1 = off")->default_val(1.0);
+  app.add_option("--min-p", a->gen.min_p, "drop tokens less likely than min_p x the most likely one; 0 = off")
+      ->default_val(0.0);
+  app.add_option("--repetition-penalty", a->gen.repetition_penalty,
+                 "penalise tokens already in the prompt or completion (> 1 discourages them); 1 = off")
+      ->default_val(1.0);
   app.add_option("--max-new-tokens", a->gen.max_new_tokens, "tokens to generate at most")->default_val(128);
   app.add_option("--seed", a->gen.seed, "random seed (same seed, same samples)")->default_val(0);
   app.add_option("--stop-id", a->gen.stop_token_ids, "extra stop token ids (eos always stops)");

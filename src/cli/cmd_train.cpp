@@ -72,7 +72,8 @@ cli::RunFn setup_eval(CLI::App& app) {
       app.add_option("--temperature", temperature, "of the one answer per prompt that accuracy scores; 0 = greedy")
           ->capture_default_str();
   auto* k_opt = app.add_option("--pass-k", pass_k,
-                               "answers sampled per prompt (at grpo.temperature, top_k, top_p) for pass@1 and pass@k: "
+                               "answers sampled per prompt (as the rollouts: grpo.temperature, top_k, top_p, min_p, "
+                               "repetition_penalty) for pass@1 and pass@k: "
                                "-1 = grpo.num_generations, 0 = off")
                     ->capture_default_str();
   auto* samples_opt = app.add_option("--pass-samples", pass_samples,

@@ -19,6 +19,11 @@ ConfigTable GrpoConfig::table() {
       .add("temperature", &temperature, "sampling temperature (> 0)")
       .add("top_p", &top_p, "nucleus sampling mass in (0, 1]")
       .add("top_k", &top_k, "top-k sampling, 0 = off")
+      .add("min_p", &min_p,
+           "min-p sampling: drop tokens less likely than min_p x the most likely one (after top_k and top_p), 0 = off")
+      .add("repetition_penalty", &repetition_penalty,
+           "divide the logits of tokens already in the prompt or completion by this (multiply where negative), "
+           "1 = off")
       .add("chat_template_kwargs", &chat_template_kwargs,
            "variables for the chat template of conversational prompts, e.g. {enable_thinking = false}; an "
            "example's own override them")
@@ -100,6 +105,9 @@ void GrpoConfig::validate() const {
   if (!(temperature > 0)) fail("temperature (" + q(temperature) + ") must be > 0");
   if (!(top_p > 0 && top_p <= 1)) fail("top_p (" + q(top_p) + ") must be in (0, 1]");
   if (top_k < 0) fail("top_k (" + q(top_k) + ") must be >= 0 (0 = off)");
+  if (!(min_p >= 0 && min_p <= 1)) fail("min_p (" + q(min_p) + ") must be in [0, 1] (0 = off)");
+  if (!(repetition_penalty > 0 && std::isfinite(repetition_penalty)))
+    fail("repetition_penalty (" + q(repetition_penalty) + ") must be a number > 0 (1 = off)");
   if (!(learning_rate >= 0)) fail("learning_rate (" + q(learning_rate) + ") must be >= 0");
   if (!(max_grad_norm >= 0)) fail("max_grad_norm (" + q(max_grad_norm) + ") must be >= 0");
   if (!(beta >= 0)) fail("beta (" + q(beta) + ") must be >= 0");

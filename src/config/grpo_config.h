@@ -45,7 +45,9 @@ struct GrpoConfig {
   int max_completion_length = 256;  // tokens per completion
   double temperature = 1.0;
   double top_p = 1.0;
-  int top_k = 0;  // 0 = off (TRL: None)
+  int top_k = 0;                    // 0 = off (TRL: None)
+  double min_p = 0.0;               // 0 = off (TRL: None)
+  double repetition_penalty = 1.0;  // 1 = off
   // Variables for the chat template of conversational prompts (e.g. enable_thinking); an
   // example's own chat_template_kwargs override these key by key.
   nlohmann::json chat_template_kwargs = nlohmann::json::object();

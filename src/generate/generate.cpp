@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "generate/sample_rows.h"
@@ -25,6 +26,9 @@ void GenerateOptions::validate() const {
   if (!(temperature >= 0)) bad("temperature (" + std::to_string(temperature) + ") must be >= 0");
   if (top_k < 0) bad("top_k (" + std::to_string(top_k) + ") must be >= 0");
   if (!(top_p > 0 && top_p <= 1)) bad("top_p (" + std::to_string(top_p) + ") must be in (0, 1]");
+  if (!(min_p >= 0 && min_p <= 1)) bad("min_p (" + std::to_string(min_p) + ") must be in [0, 1]");
+  if (!(repetition_penalty > 0 && std::isfinite(repetition_penalty)))
+    bad("repetition_penalty (" + std::to_string(repetition_penalty) + ") must be a number > 0");
   if (first_prompt_index < 0) bad("first_prompt_index (" + std::to_string(first_prompt_index) + ") must be >= 0");
 }
 
@@ -73,6 +77,21 @@ std::pair<at::Tensor, at::Tensor> pad_prompts(const model::Model& model,
   return {ids.to(model.device()), mask.to(model.device())};
 }
 
+SamplerConfig sampler_config(const GenerateOptions& o) {
+  return {o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty};
+}
+
+// Per prompt, its distinct token ids: what the repetition penalty starts from.
+std::vector<std::vector<int32_t>> distinct_tokens(const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<std::vector<int32_t>> out;
+  for (auto p : prompts) {
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 // Static decoding: B = P*G rows decode max_new_tokens steps each over a cache of fixed shape;
 // a step samples from the logits buffer, records the token, and runs the model on it. Every
 // tensor a step touches exists before the first step, so that steps replay as one CUDA graph.
@@ -104,9 +123,19 @@ std::vector<Completion> generate_static(const model::Model& model, const std::ve
   auto out_lp = at::zeros({B, N}, dev.dtype(at::kFloat));
   auto step = at::zeros({1}, dev.dtype(at::kLong));
   auto slot = at::full({1}, Tp, dev.dtype(at::kLong));
-  const SamplerConfig sc{opts.temperature, opts.top_k, opts.top_p};
+  const SamplerConfig sc = sampler_config(opts);
+  at::Tensor seen;  // [B, V] the tokens the repetition penalty applies to, row by row
+  if (sc.repetition_penalty != 1.0) {
+    const int64_t V = logits.size(1);
+    auto host = at::zeros({P, V}, at::kBool);
+    auto ha = host.accessor<bool, 2>();
+    for (int64_t p = 0; p < P; ++p)
+      for (int32_t t : prompts[p]) ha[p][t] = true;
+    seen = host.to(model.device()).index_select(0, rep).contiguous();
+  }
   auto body = [&] {
-    auto [tok, lp] = sample_rows(logits, uniforms.index_select(0, step).squeeze(0), sc);
+    auto [tok, lp] = sample_rows(logits, uniforms.index_select(0, step).squeeze(0), sc, seen);
+    if (seen.defined()) seen.scatter_(1, tok.unsqueeze(1), true);
     out_tok.index_copy_(1, step, tok.unsqueeze(1));
     out_lp.index_copy_(1, step, lp.unsqueeze(1));
     auto h = model.forward_static(tok.unsqueeze(1), next_pos, cache, slot);
@@ -204,8 +233,21 @@ std::vector<Completion> generate(const model::Model& model, const std::vector<st
     rngs.push_back(completion_rng(opts.seed, opts.first_prompt_index + r / G, r % G));
     active[r] = r;
   }
-  const SamplerConfig sc{opts.temperature, opts.top_k, opts.top_p};
+  const SamplerConfig sc = sampler_config(opts);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
+  // The repetition penalty's tokens per completion: distinct ids (list) and membership (bitmap).
+  const bool penalty = sc.repetition_penalty != 1.0;
+  std::vector<std::vector<int32_t>> seen;
+  std::vector<std::vector<uint8_t>> is_seen;
+  if (penalty) {
+    auto first = distinct_tokens(prompts);
+    for (int64_t r = 0; r < P * G; ++r) {
+      seen.push_back(first[r / G]);
+      is_seen.emplace_back(V, 0);
+      for (int32_t t : seen.back()) is_seen.back()[t] = 1;
+    }
+  }
+  std::vector<float> penalised;
 
   // Log-probs at the sampling temperature (1 when greedy), over the whole vocabulary: what the
   // trainer computes (grpo::completion_logprobs, TRL's definition), so an unmoved policy has ratio 1.
@@ -221,7 +263,17 @@ std::vector<Completion> generate(const model::Model& model, const std::vector<st
       auto& c = out[active[b]];
       const float* row = lp + b * V;
       const double u = unif(rngs[active[b]]);  // drawn even when greedy: streams stay aligned
-      const int64_t tok = sample_row(row, V, sc, u);
+      const float* sample_from = row;
+      if (penalty) {
+        penalised.assign(row, row + V);
+        apply_repetition_penalty(penalised.data(), seen[active[b]], sc.repetition_penalty);
+        sample_from = penalised.data();
+      }
+      const int64_t tok = sample_row(sample_from, V, sc, u);
+      if (penalty && !is_seen[active[b]][tok]) {
+        is_seen[active[b]][tok] = 1;
+        seen[active[b]].push_back(static_cast<int32_t>(tok));
+      }
       c.tokens.push_back(static_cast<int32_t>(tok));
       c.logprobs.push_back(row[tok] * inv_t - ls[b]);
       if (is_stop(opts, tok)) {

@@ -23,6 +23,8 @@ struct GenerateOptions {
   double temperature = 1.0;             // 0: greedy
   int64_t top_k = 0;                    // 0: off
   double top_p = 1.0;                   // 1: off
+  double min_p = 0.0;                   // 0: off
+  double repetition_penalty = 1.0;      // 1: off; over the prompt's and the completion's tokens
   std::vector<int64_t> stop_token_ids;  // eos etc.; the stop token is kept in the output
   uint64_t seed = 0;
   // The index of prompts[0] in a larger batch generated in parts: completions name their
@@ -45,7 +47,9 @@ struct Completion {
   int64_t prompt_index = 0;
   int64_t sample_index = 0;     // 0..G-1 within its prompt
   std::vector<int32_t> tokens;  // generated ids (including the stop token, if any)
-  std::vector<float> logprobs;  // log_softmax(logits / T)[token] (T = 1 when greedy), before top-k / top-p
+  // log_softmax(logits / T)[token] (T = 1 when greedy), before the repetition penalty, top-k,
+  // top-p and min-p: the model's own distribution, as the trainer computes it
+  std::vector<float> logprobs;
   FinishReason finish = FinishReason::kLength;
 };
 

@@ -22,7 +22,13 @@ int64_t sample_row(const float* logits, int64_t V, const SamplerConfig& cfg, dou
 
   const bool use_k = cfg.top_k > 0 && cfg.top_k < V;
   const bool use_p = cfg.top_p < 1.0;
+  // min-p: a token stays when its probability is at least min_p times the top token's, i.e.
+  // w >= min_p (the top token's w is exp(0) = 1).
+  const double min_w = cfg.min_p;
   if (!use_k && !use_p) {
+    if (min_w > 0)
+      for (int64_t i = 0; i < V; ++i)
+        if (w[i] < min_w) w[i] = 0;
     double z = 0;
     for (int64_t i = 0; i < V; ++i) z += w[i];
     double r = u * z, acc = 0;
@@ -61,10 +67,24 @@ int64_t sample_row(const float* logits, int64_t V, const SamplerConfig& cfg, dou
       head = n;
     }
   }
+  if (min_w > 0) {  // after top-k and top-p, over their candidates (sorted: a prefix stays)
+    int64_t keep = 1;
+    while (keep < n && w[idx[keep]] >= min_w) ++keep;
+    if (keep < n) {
+      n = keep;
+      z = 0;
+      for (int64_t i = 0; i < n; ++i) z += w[idx[i]];
+    }
+  }
   double r = u * z, acc = 0;
   for (int64_t i = 0; i < n; ++i)
     if ((acc += w[idx[i]]) > r) return idx[i];
   return idx[n - 1];
+}
+
+void apply_repetition_penalty(float* logits, const std::vector<int32_t>& tokens, double penalty) {
+  const auto p = static_cast<float>(penalty);  // HF multiplies f32 logits by the f32 penalty
+  for (int32_t t : tokens) logits[t] = logits[t] < 0 ? logits[t] * p : logits[t] / p;
 }
 
 }  // namespace brl::gen

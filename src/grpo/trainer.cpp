@@ -61,6 +61,8 @@ PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k, int eval_
   p.temperature = g.temperature;
   p.top_k = g.top_k;
   p.top_p = g.top_p;
+  p.min_p = g.min_p;
+  p.repetition_penalty = g.repetition_penalty;
   p.seed = static_cast<uint64_t>(g.seed);
   return p;
 }
@@ -117,6 +119,8 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
     o.temperature = pass.temperature;
     o.top_k = pass.top_k;
     o.top_p = pass.top_p;
+    o.min_p = pass.min_p;
+    o.repetition_penalty = pass.repetition_penalty;
     o.seed = pass.seed * 1000003ULL + b;  // streams are per (seed, prompt in batch, sample)
     std::vector<double> first;
     answers(b, std::min(n, b + per), o, &first);
@@ -438,6 +442,8 @@ StepStats GrpoTrainer::step() {
   go.temperature = cfg_.temperature;
   go.top_k = cfg_.top_k;
   go.top_p = cfg_.top_p;
+  go.min_p = cfg_.min_p;
+  go.repetition_penalty = cfg_.repetition_penalty;
   go.stop_token_ids = stop_ids(tk_);
   go.seed = static_cast<uint64_t>(cfg_.seed) * 1000003ULL + static_cast<uint64_t>(step_) * 7919ULL + shard_;
   // All prompts in one call, or in parts of gen_prompts_ after one ran out of memory: each

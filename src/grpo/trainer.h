@@ -51,13 +51,13 @@ struct EvalResult {
 };
 
 // The sampling that pass@k measures: as the rollouts sample (GRPO's temperature, top-k,
-// top-p), k = num_generations unless set.
+// top-p, min-p, repetition penalty), k = num_generations unless set.
 struct PassAtKOptions {
   int64_t k = 0;  // 0: off
   int64_t n = 0;  // answers sampled per prompt, >= k (0: k)
   double temperature = 1.0;
   int64_t top_k = 0;
-  double top_p = 1.0;
+  double top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0;
   uint64_t seed = 0;
 };
 // train.eval_pass_k: -1 = G (num_generations), 0 = off, else k; train.eval_pass_samples: n.

@@ -111,6 +111,13 @@ TEST(RunConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of([&] { c.validate(); }).find("entropy_coef_delta (-0.01) must be >= 0"), std::string::npos);
   c.apply_overrides({"grpo.entropy_coef_delta=0.01"});
   EXPECT_NO_THROW(c.validate());
+  // Sampling: min_p a fraction, the repetition penalty positive.
+  c.apply_overrides({"grpo.min_p=1.5"});
+  EXPECT_NE(error_of([&] { c.validate(); }).find("min_p (1.5) must be in [0, 1]"), std::string::npos);
+  c.apply_overrides({"grpo.min_p=0.1", "grpo.repetition_penalty=0"});
+  EXPECT_NE(error_of([&] { c.validate(); }).find("repetition_penalty (0) must be a number > 0"), std::string::npos);
+  c.apply_overrides({"grpo.repetition_penalty=1.1"});
+  EXPECT_NO_THROW(c.validate());
 }
 
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {

@@ -61,10 +61,12 @@ TEST_P(CudaFamilies, GreedyAndSampledEqualCpuInF32) {
   auto c = family(GetParam());
   auto cpu = model::random_model(c, 41, 0.3);
   auto gpu = on_cuda(c, 41, 0.3);
-  std::vector<GenerateOptions> cases(3);
+  std::vector<GenerateOptions> cases(5);
   cases[0].temperature = 0;
   cases[1].temperature = 1.0;
   cases[2].temperature = 0.8, cases[2].top_k = 30, cases[2].top_p = 0.9;
+  cases[3].temperature = 0.9, cases[3].min_p = 0.05, cases[3].repetition_penalty = 1.3;  // seen mask on the GPU
+  cases[4].temperature = 0, cases[4].repetition_penalty = 1.5;
   for (auto& o : cases) {
     o.max_new_tokens = 24;
     o.num_generations = 4;

@@ -1,7 +1,9 @@
 // Batched generation against full uncached forward passes: greedy tokens are the argmax and
 // every reported log-prob equals log_softmax of the full forward at the sampled token, for
 // left-padded multi-prompt batches with per-sequence stops. Seeds repeat; top-k / top-p
-// restrict the support and sample in proportion to the renormalized probabilities.
+// restrict the support and sample in proportion to the renormalized probabilities; the static
+// (GPU-shaped) path picks what the dynamic one does, min-p and the repetition penalty included
+// (tests/generate/hf_sampling_oracle_test.cpp compares both with transformers).
 #include "generate/generate.h"
 #include "generate/sample_rows.h"
 
@@ -117,11 +119,16 @@ TEST_P(Families, SampledLogprobsMatchFullForward) {
 // CPU path and against full forward passes: same tokens, stops and log-probs.
 TEST_P(Families, StaticDecodeEqualsDynamic) {
   auto m = model::random_model(cfg_of(GetParam()), 35, 0.3);
-  std::vector<GenerateOptions> cases(3);
+  std::vector<GenerateOptions> cases(5);
   cases[0].temperature = 0;
   cases[1].temperature = 0.9;
   cases[2].temperature = 0.8, cases[2].top_k = 20, cases[2].top_p = 0.9;
+  // min-p and the repetition penalty (the static path keeps the penalised tokens on the device);
+  // log-probs stay the model's own, before both.
+  cases[3].temperature = 0.9, cases[3].min_p = 0.1, cases[3].repetition_penalty = 1.4;
+  cases[4].temperature = 0, cases[4].repetition_penalty = 1.6;
   for (auto& o : cases) {
+    const bool plain_greedy = o.temperature == 0 && o.repetition_penalty == 1.0;
     o.max_new_tokens = 10;
     o.num_generations = 3;
     o.stop_token_ids = {7, 11};
@@ -138,10 +145,10 @@ TEST_P(Families, StaticDecodeEqualsDynamic) {
       stops += st[i].finish == FinishReason::kStop;
       ASSERT_EQ(st[i].logprobs.size(), dyn[i].logprobs.size());
       for (size_t k = 0; k < st[i].logprobs.size(); ++k) EXPECT_NEAR(st[i].logprobs[k], dyn[i].logprobs[k], 2e-5);
-      check_against_full_forward(m, kPrompts[st[i].prompt_index], st[i], o.temperature == 0,
+      check_against_full_forward(m, kPrompts[st[i].prompt_index], st[i], plain_greedy,
                                  o.temperature > 0 ? o.temperature : 1.0);
     }
-    if (o.temperature > 0) {
+    if (o.temperature > 0 && o.repetition_penalty == 1.0) {
       EXPECT_GT(stops, 0) << "the cases should exercise stops";
     }
   }
@@ -281,6 +288,12 @@ TEST(Generate, BadOptionsAndPrompts) {
   o.num_generations = 0;
   EXPECT_THROW(generate(m, kPrompts, o), UserError);
   o = {};
+  o.min_p = 1.5;
+  EXPECT_THROW(generate(m, kPrompts, o), UserError);
+  o = {};
+  o.repetition_penalty = 0;
+  EXPECT_THROW(generate(m, kPrompts, o), UserError);
+  o = {};
   EXPECT_THROW(generate(m, {{}}, o), UserError);
   EXPECT_THROW(generate(m, {{1, 500}}, o), UserError);
   EXPECT_TRUE(generate(m, {}, o).empty());
@@ -292,22 +305,34 @@ TEST(SampleRows, MatchesSampleRow) {
   for (int64_t V : {61, 1000}) {
     auto logits = at::randn({300, V}) * 2.0;
     auto u = at::rand({300}, at::kDouble);
-    std::vector<SamplerConfig> cfgs = {{0, 0, 1},     {1.0, 0, 1},    {0.7, 0, 1}, {1.0, 5, 1},
-                                       {1.0, 0, 0.8}, {0.6, 10, 0.9}, {1.3, 1, 1}};
+    // Each row's penalised tokens: a random tenth of the vocabulary.
+    auto seen = at::rand({300, V}) < 0.1;
+    std::vector<std::vector<int32_t>> seen_ids(300);
+    auto sa = seen.accessor<bool, 2>();
+    for (int64_t b = 0; b < 300; ++b)
+      for (int64_t i = 0; i < V; ++i)
+        if (sa[b][i]) seen_ids[b].push_back(static_cast<int32_t>(i));
+    std::vector<SamplerConfig> cfgs = {{0, 0, 1},           {1.0, 0, 1},       {0.7, 0, 1},
+                                       {1.0, 5, 1},         {1.0, 0, 0.8},     {0.6, 10, 0.9},
+                                       {1.3, 1, 1},         {0.8, 0, 1, 0.05}, {1.0, 20, 0.95, 0.1},
+                                       {0.9, 0, 1, 0, 1.3}, {0, 0, 1, 0, 1.5}, {0.7, 10, 0.9, 0.02, 1.2}};
     for (auto& c : cfgs) {
-      auto [tok, lp] = sample_rows(logits, u, c);
+      auto [tok, lp] = sample_rows(logits, u, c, seen);
       const double t = c.temperature > 0 ? c.temperature : 1.0;
       auto ref_lp = at::log_softmax(logits / t, -1);
       int mismatches = 0;
       for (int64_t b = 0; b < logits.size(0); ++b) {
-        auto row = logits[b].contiguous();
-        int64_t want = sample_row(row.data_ptr<float>(), V, c, u[b].item<double>());
+        auto row_t = logits[b].contiguous();
+        std::vector<float> row(row_t.data_ptr<float>(), row_t.data_ptr<float>() + V);
+        if (c.repetition_penalty != 1.0) apply_repetition_penalty(row.data(), seen_ids[b], c.repetition_penalty);
+        int64_t want = sample_row(row.data(), V, c, u[b].item<double>());
         mismatches += tok[b].item<int64_t>() != want;
         EXPECT_NEAR(lp[b].item<float>(), ref_lp[b][tok[b].item<int64_t>()].item<float>(), 1e-5);
       }
       // f32 exponentials against sample_row's f64 ones: a uniform within ~1e-7 of a boundary
       // may fall either side; none did at this seed.
-      EXPECT_EQ(mismatches, 0) << "V " << V << " T " << c.temperature << " k " << c.top_k << " p " << c.top_p;
+      EXPECT_EQ(mismatches, 0) << "V " << V << " T " << c.temperature << " k " << c.top_k << " p " << c.top_p
+                               << " min_p " << c.min_p << " penalty " << c.repetition_penalty;
     }
   }
 }

@@ -16,6 +16,14 @@ tests/grpo/pretrain_hf_oracle_test.cpp). Offline: nothing is downloaded.
   oracle.py tokenize TOKENIZER_DIR TEXT...
       AutoTokenizer ids without special tokens: one JSON list per text, one per line (put "--"
       before texts that may start with "-").
+  oracle.py warp SPEC.json OUT.json
+      transformers' own sampling chain (GenerationMixin._get_logits_processor with do_sample: the
+      repetition penalty over each row's unpadded input ids, then temperature, top-k, top-p,
+      min-p, in its order) applied to given logits. SPEC: {"logits": [R][V], "input_ids": [R][L]
+      left-padded, "attention_mask": [R][L], "temperature", "top_k", "top_p", "min_p" (null:
+      off), "repetition_penalty"}. Writes {"probs": [R][V]}: the softmax of the processed scores.
+  oracle.py generate MODEL_DIR TOKENS OUT.json [--max-new-tokens N] [--repetition-penalty P]
+      model.generate greedy (do_sample=False) from TOKENS; writes the new token ids as JSON.
   oracle.py batch < FILE
       Each line a JSON list of the arguments of one command above, run in order in one process
       (importing transformers costs seconds; a test sends all its requests at once).
@@ -85,6 +93,44 @@ def cmd_tokenize(a):
         print(json.dumps(tok.encode(text, add_special_tokens=False)), flush=True)
 
 
+class _DecoderOnly:
+    """What _get_logits_processor reads of a model: a decoder-only config."""
+
+    config = argparse.Namespace(is_encoder_decoder=False)
+
+    @staticmethod
+    def _merge_criteria_processor_list(default_list, custom_list):
+        return default_list
+
+
+def cmd_warp(a):
+    from transformers import GenerationConfig
+    from transformers.generation.utils import GenerationMixin
+
+    with open(a.spec) as f:
+        spec = json.load(f)
+    ids = torch.tensor(spec["input_ids"], dtype=torch.long)
+    mask = torch.tensor(spec["attention_mask"], dtype=torch.long)
+    cfg = GenerationConfig(do_sample=True, temperature=spec["temperature"], top_k=spec["top_k"], top_p=spec["top_p"],
+                           min_p=spec["min_p"], repetition_penalty=spec["repetition_penalty"])
+    procs = GenerationMixin._get_logits_processor(_DecoderOnly(), cfg, input_ids_seq_length=ids.shape[1],
+                                                  device="cpu", model_kwargs={"attention_mask": mask})
+    scores = procs(ids, torch.tensor(spec["logits"], dtype=torch.float32))
+    with open(a.out, "w") as f:
+        json.dump({"probs": torch.softmax(scores, -1).tolist()}, f)
+
+
+def cmd_generate(a):
+    model = load_model(a.model_dir)
+    ids = torch.tensor([[int(t) for t in a.tokens.split(",")]], dtype=torch.long)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=a.max_new_tokens, repetition_penalty=a.repetition_penalty,
+                             pad_token_id=model.generation_config.eos_token_id)
+    with open(a.out, "w") as f:
+        json.dump(out[0, ids.shape[1]:].tolist(), f)
+
+
 def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -111,6 +157,17 @@ def parser():
     tk.add_argument("tokenizer_dir")
     tk.add_argument("texts", nargs="*")
     tk.set_defaults(run=cmd_tokenize)
+    wp = sub.add_parser("warp")
+    wp.add_argument("spec")
+    wp.add_argument("out")
+    wp.set_defaults(run=cmd_warp)
+    gn = sub.add_parser("generate")
+    gn.add_argument("model_dir")
+    gn.add_argument("tokens")
+    gn.add_argument("out")
+    gn.add_argument("--max-new-tokens", type=int, default=16)
+    gn.add_argument("--repetition-penalty", type=float, default=1.0)
+    gn.set_defaults(run=cmd_generate)
     sub.add_parser("batch").set_defaults(run=None)
     return ap
 
