@@ -61,6 +61,11 @@ ConfigTable train_table(TrainConfig& c) {
       .add("eval_steps", &c.eval_steps, "evaluate every N steps (0 = at the end only)")
       .add("save_steps", &c.save_steps, "save the adapter every N steps")
       .add("logging_steps", &c.logging_steps, "log every N steps")
+      .add("log_completions", &c.log_completions,
+           "log each logging step's prompts, completions, rewards (each function's too) and advantages: train "
+           "writes <output_dir>/completions.jsonl, a worker adds them to its log lines in the bucket")
+      .add("num_completions_to_print", &c.num_completions_to_print,
+           "with log_completions: how many of a step's completions train prints and a worker logs (unset: all)")
       .add("eval_max_examples", &c.eval_max_examples, "held-out examples per evaluation")
       .add("eval_temperature", &c.eval_temperature, "0 = greedy")
       .add("eval_pass_k", &c.eval_pass_k,
@@ -180,6 +185,10 @@ void RunConfig::validate() const {
     throw UserError("train.eval_pass_samples = " + std::to_string(train.eval_pass_samples) +
                         " is not valid with pass@k for k = " + std::to_string(k),
                     "use 0 (as many as k), or n >= k with pass@k on (train.eval_pass_k)");
+  if (train.num_completions_to_print && *train.num_completions_to_print < 0)
+    throw UserError(
+        "train.num_completions_to_print = " + std::to_string(*train.num_completions_to_print) + " is not valid",
+        "use a count >= 0, or leave it unset for all");
   lora.validate();
   grpo.validate();
   sync.validate();

@@ -32,6 +32,11 @@ struct TrainConfig {
   int eval_steps = 10;  // evaluate on held-out prompts every N steps (0 = only at end)
   int save_steps = 10;  // adapter checkpoint every N steps
   int logging_steps = 1;
+  // TRL's log_completions: every logging step's prompts, completions, rewards and advantages
+  // (train: <output_dir>/completions.jsonl; a worker: its log lines in the bucket), and
+  // num_completions_to_print of them on the console (unset: all).
+  bool log_completions = false;
+  std::optional<int> num_completions_to_print;
   int eval_max_examples = 200;
   double eval_temperature = 0.0;  // greedy
   int eval_pass_k = -1;           // the evaluator's pass@k samples per prompt: -1 = num_generations, 0 = off

@@ -1,7 +1,10 @@
 #include "grpo/prompts.h"
 
+#include <atomic>
+
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace brl::grpo {
 
@@ -21,7 +24,16 @@ std::vector<int32_t> prompt_ids_of_text(const tok::Tokenizer& tk, const tasks::E
                                         int max_len) {
   // A rendered template wrote its own special tokens; a text prompt gets the tokenizer's.
   auto ids = tk.encode(text, /*add_special_tokens=*/e.messages.is_null());
-  if (static_cast<int>(ids.size()) > max_len) ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
+  if (static_cast<int>(ids.size()) > max_len) {
+    // Said once a process: a cut prompt loses its beginning (the instructions, a system message).
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      LOG_WARN(
+          "a prompt of {} tokens was cut to its last {} (grpo.max_prompt_length; TRL 1.16 no longer cuts): "
+          "raise grpo.max_prompt_length to keep whole prompts (`bucketrl dataset --render` shows them)",
+          ids.size(), max_len);
+    ids.erase(ids.begin(), ids.end() - max_len);  // keep the end
+  }
   return ids;
 }
 

@@ -78,6 +78,8 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
     }
   }
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", std::ios::app);
+  std::ofstream completions;  // log_completions: one line per completion of each logging step
+  if (cfg.train.log_completions) completions.open(fs::path(out) / "completions.jsonl", std::ios::app);
   double stepping = 0;  // metrics' time_s: seconds spent in GRPO steps (evaluations and checkpoints excluded)
   auto eval_now = [&](int64_t step) {
     auto ev = evaluate_held_out(m, tk, *task, cfg);
@@ -108,9 +110,24 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   Progress bar(po);
   while (trainer.global_step() < cfg.grpo.max_steps) {
     const double before = elapsed();
+    const auto logs = [&](int64_t step) { return cfg.train.logging_steps > 0 && step % cfg.train.logging_steps == 0; };
+    trainer.set_log_completions(cfg.train.log_completions && logs(trainer.global_step() + 1));
     auto s = trainer.step();
     stepping += elapsed() - before;
-    if (cfg.train.logging_steps > 0 && s.step % cfg.train.logging_steps == 0)
+    if (!s.completions.empty()) {
+      for (auto& c : completions_json(s, *task)) {
+        c["step"] = s.step;
+        completions << c.dump() << "\n";
+      }
+      if (!completions.flush())
+        throw UserError("cannot append to " + (fs::path(out) / "completions.jsonl").string(),
+                        "check free space and permissions");
+      for (auto& c : completions_json(s, *task, cfg.train.num_completions_to_print))
+        LOG_INFO("step {} completion: reward {:.3f} advantage {:+.3f} rewards {}\n  prompt: {}\n  completion: {}",
+                 s.step, c["reward"].get<double>(), c["advantage"].get<double>(), c["rewards"].dump(),
+                 c["prompt"].dump(), c["completion"].dump());
+    }
+    if (logs(s.step))
       LOG_INFO(
           "step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
           "len {:.1f} gen {:.1f}s train {:.1f}s",

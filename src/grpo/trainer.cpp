@@ -199,6 +199,26 @@ void add_entropy_stats(nlohmann::json& line, const StepStats& s) {
   if (s.entropy_coef) line["entropy_coef"] = *s.entropy_coef;
 }
 
+nlohmann::json completions_json(const StepStats& s, const tasks::Task& task, std::optional<int> limit) {
+  nlohmann::json out = nlohmann::json::array();
+  const size_t n = std::min(s.completions.size(), limit ? static_cast<size_t>(*limit) : s.completions.size());
+  for (size_t i = 0; i < n; ++i) {
+    const LoggedCompletion& c = s.completions[i];
+    nlohmann::json r = nlohmann::json::object();
+    for (size_t f = 0; f < c.rewards.size() && f < task.rewards.size(); ++f) {
+      std::string name = task.rewards[f]->name();
+      if (r.contains(name)) name += "_" + std::to_string(f);  // two functions of one name
+      r[name] = c.rewards[f];
+    }
+    out.push_back({{"prompt", c.prompt},
+                   {"completion", c.completion},
+                   {"reward", c.reward},
+                   {"rewards", r},
+                   {"advantage", c.advantage}});
+  }
+  return out;
+}
+
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
                          bool mask_truncated_completions) {
   const int64_t N = static_cast<int64_t>(comps.size());
@@ -428,9 +448,12 @@ StepStats GrpoTrainer::step() {
   // 1. Prompts of this worker's shard.
   std::vector<tasks::Example> examples;
   std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> prompt_texts;  // kept for log_completions
   for (int i = 0; i < P; ++i) {
     examples.push_back(task_.train_example(cursor_ + i, shard_, num_shards_));
-    prompts.push_back(prompt_ids(tk_, examples.back(), cfg_.max_prompt_length, cfg_.chat_template_kwargs));
+    std::string text = prompt_text(tk_, examples.back(), cfg_.chat_template_kwargs);
+    prompts.push_back(prompt_ids_of_text(tk_, examples.back(), text, cfg_.max_prompt_length));
+    if (log_completions_) prompt_texts.push_back(std::move(text));
   }
   cursor_ += P;
   // 2. Generate G completions per prompt with the current policy.
@@ -494,6 +517,18 @@ StepStats GrpoTrainer::step() {
   }
   for (double a : first) st.accuracy += a / first.size();
   st.samples = static_cast<int64_t>(comps.size());
+  if (log_completions_) {
+    const at::Tensor a = adv.to(at::kDouble).contiguous();
+    for (size_t i = 0; i < comps.size(); ++i) {
+      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)],
+                         texts[i],
+                         rewards[i],
+                         a[static_cast<int64_t>(i)].item<double>(),
+                         {}};
+      for (auto& f : per_func) l.rewards.push_back(f[i]);
+      st.completions.push_back(std::move(l));
+    }
+  }
 
   // 4. The training batch.
   PolicyBatch b = policy_batch(prompts, comps, cfg_.mask_truncated_completions);

@@ -26,6 +26,13 @@ class AdamW;
 
 namespace brl::grpo {
 
+// One sampled completion as log_completions records it (TRL's completions table).
+struct LoggedCompletion {
+  std::string prompt, completion;  // the prompt as the model saw it (after the chat template)
+  double reward = 0, advantage = 0;
+  std::vector<double> rewards;  // each reward function's score, in the task's order
+};
+
 struct StepStats {
   int64_t step = 0;
   double reward_mean = 0, reward_std = 0, accuracy = 0;  // accuracy: mean of the first reward
@@ -34,12 +41,16 @@ struct StepStats {
   double frac_reward_zero_std = 0;  // groups whose G rewards are all equal: no signal (TRL's name)
   int64_t samples = 0, tokens = 0;
   double gen_seconds = 0, score_seconds = 0, train_seconds = 0;  // score: rewards, advantages, the batch
-  std::optional<double> entropy;       // mean token entropy, when the loss needed it (TRL's metric)
-  std::optional<double> entropy_coef;  // the bonus's coefficient after the step, when the bonus is on
+  std::optional<double> entropy;              // mean token entropy, when the loss needed it (TRL's metric)
+  std::optional<double> entropy_coef;         // the bonus's coefficient after the step, when the bonus is on
+  std::vector<LoggedCompletion> completions;  // every completion of the step, with log_completions
 };
 
 // Adds "entropy" and "entropy_coef" to a step's log line, where the step measured them.
 void add_entropy_stats(nlohmann::json& line, const StepStats& s);
+// The first `limit` (nullopt: all) of a step's logged completions as JSON objects: prompt,
+// completion, reward, advantage and "rewards" {function name: score}.
+nlohmann::json completions_json(const StepStats& s, const tasks::Task& task, std::optional<int> limit = std::nullopt);
 
 struct EvalResult {
   int64_t n = 0;
@@ -195,6 +206,8 @@ class GrpoTrainer {
   double current_lr() const;
   void reset_optimizer() { policy_->reset_state(); }
   void reset_momentum() { policy_->reset_momentum(); }
+  // Whether step() fills StepStats::completions (log_completions).
+  void set_log_completions(bool on) { log_completions_ = on; }
   torch::optim::AdamW& optimizer() { return policy_->adamw(); }
   // Count of reference (adapter-off) forward passes run: 0 when beta == 0.
   int64_t reference_passes() const { return policy_->reference_passes(); }
@@ -209,6 +222,7 @@ class GrpoTrainer {
   std::unique_ptr<PolicyOptimizer> policy_;
   int64_t step_ = 0;
   uint64_t cursor_ = 0;
+  bool log_completions_ = false;
   int64_t gen_prompts_;  // prompts generated at once: all of a step's, or fewer after running out of memory
 };
 

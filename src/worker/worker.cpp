@@ -219,6 +219,8 @@ void Worker::adopt(int64_t v) {
 
 void Worker::step() {
   const auto ts = Clock::now();
+  const int every = cfg_.train.logging_steps;
+  trainer_->set_log_completions(cfg_.train.log_completions && every > 0 && (sum_.steps + 1) % every == 0);
   auto s = trainer_->step();
   const double step_s = seconds_since(ts);
   ++sum_.steps;
@@ -242,6 +244,8 @@ void Worker::step() {
                       {"score_seconds", s.score_seconds},
                       {"train_seconds", s.train_seconds}};
   grpo::add_entropy_stats(line, s);
+  if (!s.completions.empty())
+    line["completions"] = grpo::completions_json(s, *ses_->task, cfg_.train.num_completions_to_print);
   log_lines_ += line.dump() + "\n";
   const double rate = samples_total_ / std::max(1e-9, seconds_since(train_start_));
   beater_->update([&](protocol::Heartbeat& h) {

@@ -353,6 +353,18 @@ TEST(GrpoTrainer, RunChatTemplateKwargsReachEveryPromptAndExamplesOverrideThem) 
             tk.encode(e.messages[0]["content"].get<std::string>() + "=", /*add_special_tokens=*/false));
 }
 
+// grpo.max_prompt_length keeps a long prompt's last tokens (the question, the generation
+// prompt), as TRL's left truncation did; shorter prompts are whole.
+TEST(Prompts, LongPromptsKeepTheirLastTokens) {
+  StepEnv env;
+  tasks::Example e;
+  e.prompt = "Instructions first, then the question: 12+30=";
+  const auto whole = env.tk.encode(e.prompt, /*add_special_tokens=*/true);
+  ASSERT_GT(whole.size(), 10u);
+  EXPECT_EQ(grpo::prompt_ids(env.tk, e, 10), std::vector<int32_t>(whole.end() - 10, whole.end()));
+  EXPECT_EQ(grpo::prompt_ids(env.tk, e, static_cast<int>(whole.size())), whole);
+}
+
 // The entropy bonus through the trainer (entropies with their gradient from the LM head):
 // the step trains the adapter, differently from the same step without it.
 TEST(GrpoTrainer, EntropyBonusChangesTheStep) {

@@ -4,15 +4,21 @@
 // proxy (with the worker's own not yet folded update on top). A restart under the same id
 // resumes the trainer state (AdamW's second moment, step and prompt counters), the newer of
 // its disk's copy and the bucket's, also on a machine with an empty disk; unreadable copies
-// start it afresh. The reward window's sums against hand-derived values.
+// start it afresh. The reward window's sums against hand-derived values. train.log_completions:
+// a worker's log lines and `bucketrl train`'s completions.jsonl, each completion's advantage
+// derived from the logged rewards.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
+#include <sstream>
 
 #include "codec/codec.h"
+#include "grpo/train_loop.h"
 #include "grpo/trainer.h"
 #include "protocol/bucket.h"
 #include "protocol/layout.h"
@@ -30,8 +36,10 @@ namespace {
 struct WorkerRun {
   test::TempDir tmp;
   std::string bucket;
-  explicit WorkerRun(int sync_steps, double state_upload_interval_s = 60) {
+  explicit WorkerRun(int sync_steps, double state_upload_interval_s = 60,
+                     const std::function<void(RunConfig&)>& tweak = {}) {
     RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
+    if (tweak) tweak(cfg);
     cfg.sync.sync_interval_s = 3600;  // only the step trigger
     cfg.sync.sync_steps = sync_steps;
     cfg.sync.state_upload_interval_s = state_upload_interval_s;
@@ -297,6 +305,81 @@ TEST(Worker, StateUploadIntervalZeroKeepsTheTrainerStateOffTheBucket) {
   auto fresh = r.options("wa");
   fresh.cache_dir = r.tmp.str("other-machine");
   EXPECT_EQ(worker::Worker(fresh).trainer_steps(), 0);
+}
+
+// Each logged completion's advantage is its reward centred and scaled in its group of G
+// (grpo.scale_rewards = group: std Bessel-corrected, + 1e-4), derived here from the logged rewards:
+// the lines pair each completion with its own reward and advantage.
+// require_varied: some group's rewards must differ (a fixed seed), else every advantage is 0.
+static void expect_group_advantages(const std::vector<nlohmann::json>& c, int G, bool require_varied) {
+  ASSERT_EQ(c.size() % G, 0u);
+  int varied = 0;  // groups whose rewards differ
+  for (size_t g = 0; g < c.size(); g += G) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < G; ++i) mean += c[g + i]["reward"].get<double>() / G;
+    for (int i = 0; i < G; ++i) var += std::pow(c[g + i]["reward"].get<double>() - mean, 2) / (G - 1);
+    for (int i = 0; i < G; ++i)
+      EXPECT_NEAR(c[g + i]["advantage"].get<double>(),
+                  (c[g + i]["reward"].get<double>() - mean) / (std::sqrt(var) + 1e-4), 1e-5)
+          << "completion " << g + i;
+    varied += var > 0;
+  }
+  if (require_varied) EXPECT_GT(varied, 0) << "no group's rewards differ: the check is empty";
+}
+
+// train.log_completions: on logging steps (every 2nd here) a worker's log line carries
+// num_completions_to_print of the step's completions: the prompt as given to the model, the
+// completion, its reward, each reward function's score and its advantage.
+TEST(Worker, LogCompletionsGoIntoTheLogLinesOfLoggingSteps) {
+  WorkerRun r(2, 60, [](RunConfig& c) {
+    c.train.log_completions = true;
+    c.train.num_completions_to_print = 16;
+    c.train.logging_steps = 2;
+    c.task.format_reward = true;
+  });
+  auto s = protocol::open_bucket(r.bucket);
+  worker::Worker w(r.options("wl"));
+  std::atomic<bool> stop{false};
+  w.step();
+  w.step();
+  ASSERT_TRUE(w.sync(stop));
+  auto logs = s->list_all(protocol::logs_prefix("wl")).value();
+  ASSERT_EQ(logs.size(), 1u);
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(s->get(logs[0].key).value());
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_FALSE(lines[0].contains("completions")) << "step 1 is not a logging step";
+  ASSERT_TRUE(lines[1].contains("completions"));
+  std::vector<nlohmann::json> c(lines[1]["completions"].begin(), lines[1]["completions"].end());
+  ASSERT_EQ(c.size(), 16u);  // two groups of G = 8
+  for (auto& x : c) {
+    EXPECT_NE(x["prompt"].get<std::string>().find(", say seven:"), std::string::npos) << x.dump();
+    EXPECT_TRUE(x["completion"].is_string());
+    ASSERT_TRUE(x["rewards"].contains("correct") && x["rewards"].contains("format")) << x.dump();
+  }
+  expect_group_advantages(c, 8, false);  // a worker's sampling seed varies per start
+}
+
+// The same from `bucketrl train` (grpo::run_training): every completion of every logging step in
+// <output_dir>/completions.jsonl, with its step.
+TEST(TrainLoop, LogCompletionsWritesEveryCompletionOfEachStep) {
+  test::TempDir tmp;
+  RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
+  cfg.grpo.max_steps = 2;
+  cfg.train.eval_steps = 0;
+  cfg.train.eval_max_examples = 8;
+  cfg.train.log_completions = true;
+  cfg.train.num_completions_to_print = 1;
+  cfg.task.format_reward = true;
+  grpo::run_training(cfg, false);
+  std::ifstream f(tmp.str("out/completions.jsonl"));
+  std::vector<nlohmann::json> c;
+  for (std::string l; std::getline(f, l);) c.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(c.size(), 2u * 64);  // per_device_train_batch_size completions a step
+  EXPECT_EQ(c.front()["step"], 1);
+  EXPECT_EQ(c.back()["step"], 2);
+  expect_group_advantages(c, 8, true);  // grpo.seed fixed; a digit is well-formed: some groups vary
 }
 
 TEST(RewardWindow, SampleWeightedMeanAndStd) {
