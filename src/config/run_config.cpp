@@ -51,7 +51,10 @@ ConfigTable task_table(tasks::TaskOptions& o) {
       .add("format_reward", &o.format_reward, "add the format reward")
       .add("format_weight", &o.format_weight, "weight of the format reward")
       .add("reward_commands", &o.reward_commands, "external reward commands (JSON lines in, numbers out)")
-      .add("seed", &o.seed, "task seed (problem streams and held-out set)");
+      .add("seed", &o.seed, "task seed (problem streams, held-out set, dataset order)")
+      .add("shuffle_dataset", &o.shuffle_dataset,
+           "jsonl: train on each shard's examples in a new order every epoch, drawn from the seed (TRL's "
+           "shuffle_dataset); false: file order");
   return t;
 }
 

@@ -49,6 +49,9 @@ struct TaskOptions {
   double format_weight = 0.2;
   std::vector<std::string> reward_commands;  // external reward commands (sh -c)
   int64_t seed = 1234;
+  // jsonl: each shard's examples in a new seeded order every epoch (TRL's shuffle_dataset);
+  // false: file order.
+  bool shuffle_dataset = true;
 };
 
 class Task {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <tuple>
 
@@ -147,6 +148,8 @@ class JsonlTask : public Task {
     if (o.dataset_path.empty())
       throw UserError("task 'jsonl' needs task.dataset_path", "set dataset_path = \"train.jsonl\"");
     std::vector<Example> all = load_jsonl(o.dataset_path);
+    shuffle_ = o.shuffle_dataset;
+    seed_ = static_cast<uint64_t>(o.seed);
     if (!o.eval_path.empty()) {
       train_ = std::move(all);
       eval_ = load_jsonl(o.eval_path);
@@ -160,11 +163,14 @@ class JsonlTask : public Task {
     val_.assign(train_.begin(), train_.begin() + static_cast<std::ptrdiff_t>(nv));
   }
   std::string name() const override { return "jsonl"; }
-  // Round-robin over the shard's examples: example k belongs to shard k % num_shards.
+  // Round-robin over the shard's examples: example k belongs to shard k % num_shards; epoch
+  // i / per_shard visits them in its own order (shuffle_dataset), else in file order.
   Example train_example(uint64_t i, int shard, int num_shards) const override {
     uint64_t per_shard = (train_.size() + num_shards - 1 - shard) / num_shards;
     if (per_shard == 0) return train_[static_cast<size_t>(i % train_.size())];
-    uint64_t k = (i % per_shard) * num_shards + shard;
+    uint64_t pos = i % per_shard;
+    if (shuffle_) pos = shuffled(i / per_shard, shard, per_shard, pos);
+    uint64_t k = pos * num_shards + shard;
     return train_[static_cast<size_t>(k)];
   }
   const std::vector<Example>& eval_set() const override { return eval_; }
@@ -172,6 +178,25 @@ class JsonlTask : public Task {
 
  private:
   std::vector<Example> train_, eval_, val_;
+  bool shuffle_ = true;
+  uint64_t seed_ = 0;
+  // The shard position visited `pos`-th in epoch `epoch`: a Fisher-Yates shuffle of the n
+  // positions from the epoch's own stream (the same on every machine and after a restart), kept
+  // for the epoch being trained.
+  mutable std::mutex mu_;
+  mutable std::tuple<uint64_t, int, uint64_t> order_key_{~0ULL, -1, 0};
+  mutable std::vector<uint64_t> order_;
+  uint64_t shuffled(uint64_t epoch, int shard, uint64_t n, uint64_t pos) const {
+    std::lock_guard lock(mu_);
+    if (order_key_ != std::tuple{epoch, shard, n}) {
+      order_.resize(n);
+      for (uint64_t j = 0; j < n; ++j) order_[j] = j;
+      Stream s(seed_ ^ 0x73687566666c65ULL, epoch * 1000003ULL + static_cast<uint64_t>(shard));
+      for (uint64_t j = n - 1; j > 0; --j) std::swap(order_[j], order_[s.next() % (j + 1)]);
+      order_key_ = {epoch, shard, n};
+    }
+    return order_[pos];
+  }
 };
 
 }  // namespace

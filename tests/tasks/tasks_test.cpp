@@ -206,6 +206,44 @@ TEST(Tasks, JsonlLoadShardAndErrors) {
   EXPECT_THROW(load_jsonl("/nonexistent/x.jsonl"), brl::UserError);
 }
 
+// shuffle_dataset (TRL's default): every epoch visits each of a shard's examples exactly once,
+// in an order of its own that two instances (two machines, a restart) agree on; off, file order.
+TEST(Tasks, JsonlShufflesEachShardPerEpoch) {
+  std::string lines;
+  for (int i = 0; i < 70; ++i)
+    lines += "{\"prompt\":\"p" + std::to_string(i) + "\",\"answer\":" + std::to_string(i) + "}\n";
+  TaskOptions o;
+  o.name = "jsonl";
+  o.dataset_path = tmpfile("shuffle.jsonl", lines);
+  o.eval_path = tmpfile("shuffle_eval.jsonl", "{\"prompt\":\"q\",\"answer\":1}\n");
+  auto a = make_task(o), b = make_task(o);
+  o.shuffle_dataset = false;
+  auto plain = make_task(o);
+  for (int shard = 0; shard < 3; ++shard) {
+    SCOPED_TRACE("shard " + std::to_string(shard));
+    const uint64_t n = (70 + 2 - shard) / 3;  // 24, 23, 23 examples
+    std::vector<std::vector<std::string>> epochs(3);
+    for (uint64_t i = 0; i < 3 * n; ++i) {
+      const std::string p = a->train_example(i, shard, 3).prompt;
+      EXPECT_EQ(p, b->train_example(i, shard, 3).prompt) << "two instances disagree at " << i;
+      epochs[i / n].push_back(p);
+      // Off: example k of the file belongs to shard k % 3, visited in file order.
+      EXPECT_EQ(plain->train_example(i, shard, 3).prompt, "p" + std::to_string((i % n) * 3 + shard));
+    }
+    std::vector<std::string> file_order;
+    for (uint64_t k = 0; k < n; ++k) file_order.push_back("p" + std::to_string(k * 3 + shard));
+    for (auto& e : epochs) {
+      EXPECT_NE(e, file_order);
+      auto sorted = e, want = file_order;
+      std::sort(sorted.begin(), sorted.end());
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(sorted, want) << "an epoch visits each of the shard's examples once";
+    }
+    EXPECT_NE(epochs[0], epochs[1]);
+    EXPECT_NE(epochs[1], epochs[2]);
+  }
+}
+
 TEST(Rewards, ExternalCommand) {
   Example e{"p", "7", {{"k", 1}}};
   // Reward = length of the completion, computed by a shell pipeline reading the JSON lines.
