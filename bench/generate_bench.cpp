@@ -2,12 +2,13 @@
 // weights (the llama.cpp side of the comparison is tools/llamacpp's). Reports medians.
 //   generate_bench [--shape small|qwen2.5-0.5b] [--dtype f32|bf16] [--prompt 64]
 //                  [--new-tokens 32] [--group 8] [--repeats 3] [--threads N]
-//                  [--device cpu|cuda] [--prompts P] [--lora-r R]
+//                  [--device cpu|cuda] [--prompts P] [--lora-r R] [--min-p X]
+//                  [--repetition-penalty X]
 // With --prompts (or on cuda), the rollout benchmark instead: generate() of P prompts x group
 // completions x new-tokens (sampling at T = 1, no stop token), in tokens/s; on cuda with the
 // decode steps replayed as CUDA graphs and run eagerly, side by side. --lora-r R attaches a
 // LoRA adapter of rank R to all seven linear modules (random factors), as a GRPO worker
-// generates with its adapter on.
+// generates with its adapter on; --min-p and --repetition-penalty sample the rollouts with them.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
@@ -62,11 +63,16 @@ void step_breakdown(const model::Model& m, int64_t B, int64_t capacity) {
   time("LM head (to f32)", [&] { logits = m.lm_logits(h.select(1, 0)).to(at::kFloat); });
   time("sample_rows (T = 1)", [&] { (void)gen::sample_rows(logits, u, {1.0, 0, 1.0}); });
   time("sample_rows (T = 1, top_p 0.95)", [&] { (void)gen::sample_rows(logits, u, {1.0, 0, 0.95}); });
+  time("sample_rows (T = 1, min_p 0.05)", [&] { (void)gen::sample_rows(logits, u, {1.0, 0, 1.0, 0.05}); });
+  const auto seen = at::rand(logits.sizes(), dev.dtype(at::kFloat)) < 0.005;  // ~ a prompt's worth of tokens
+  time("sample_rows (T = 1, repetition 1.1)", [&] {
+    (void)gen::sample_rows(logits, u, {1.0, 0, 1.0, 0.0, 1.1}, seen);
+  });
 }
 
 // generate() over P random prompts x G completions, every completion new_tokens long.
 int rollouts(model::Model& m, const std::string& device, const std::string& dtype, int64_t P, int64_t G, int64_t prompt,
-             int64_t new_tokens, int64_t repeats) {
+             int64_t new_tokens, int64_t repeats, const gen::SamplerConfig& sampling) {
   if (device == "cuda") m.to(at::Device(at::kCUDA));
   std::vector<std::vector<int32_t>> prompts(P, std::vector<int32_t>(prompt));
   auto ids = at::randint(0, m.config.vocab_size, {P, prompt}, at::kLong);
@@ -74,9 +80,11 @@ int rollouts(model::Model& m, const std::string& device, const std::string& dtyp
     for (int64_t i = 0; i < prompt; ++i) prompts[p][i] = static_cast<int32_t>(ids[p][i].item<int64_t>());
   step_breakdown(m, P * G, prompt + new_tokens);
   std::vector<bool> modes = device == "cuda" ? std::vector<bool>{true, false} : std::vector<bool>{false};
-  std::printf("rollouts: device %s dtype %s prompts %lld x group %lld, prompt %lld + new %lld tokens, repeats %lld\n",
-              device.c_str(), dtype.c_str(), (long long)P, (long long)G, (long long)prompt, (long long)new_tokens,
-              (long long)repeats);
+  std::printf(
+      "rollouts: device %s dtype %s prompts %lld x group %lld, prompt %lld + new %lld tokens, repeats %lld, min_p %g, "
+      "repetition_penalty %g\n",
+      device.c_str(), dtype.c_str(), (long long)P, (long long)G, (long long)prompt, (long long)new_tokens,
+      (long long)repeats, sampling.min_p, sampling.repetition_penalty);
   for (bool graphs : modes) {
     std::vector<double> tps;
     for (int64_t r = 0; r <= repeats; ++r) {  // r == 0 warms up
@@ -84,6 +92,8 @@ int rollouts(model::Model& m, const std::string& device, const std::string& dtyp
       o.num_generations = G;
       o.max_new_tokens = new_tokens;
       o.temperature = 1.0;
+      o.min_p = sampling.min_p;
+      o.repetition_penalty = sampling.repetition_penalty;
       o.seed = r;
       o.cuda_graphs = graphs;
       size_t n = 0;
@@ -108,6 +118,7 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   std::string device = "cpu";
   int64_t prompts = 0, lora_r = 0;
+  gen::SamplerConfig sampling;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--shape") shape = v;
@@ -120,6 +131,8 @@ int main(int argc, char** argv) {
     else if (a == "--device") device = v;
     else if (a == "--prompts") prompts = std::stoll(v);
     else if (a == "--lora-r") lora_r = std::stoll(v);
+    else if (a == "--min-p") sampling.min_p = std::stod(v);
+    else if (a == "--repetition-penalty") sampling.repetition_penalty = std::stod(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -136,7 +149,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "LoRA r=%lld on all linear modules\n", static_cast<long long>(lora_r));
   }
   if (device == "cuda" && prompts == 0) prompts = 8;
-  if (prompts > 0) return rollouts(m, device, dtype, prompts, group, prompt, new_tokens, repeats);
+  if (prompts > 0) return rollouts(m, device, dtype, prompts, group, prompt, new_tokens, repeats, sampling);
   c10::InferenceMode guard;
   auto ids = at::randint(0, cfg.vocab_size, {1, prompt}, at::kLong);
   auto pos = at::arange(prompt, at::kLong).unsqueeze(0);
