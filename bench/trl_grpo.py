@@ -131,8 +131,12 @@ def main():
                              "loss_type", "scale_rewards", "temperature", "top_p", "mask_truncated_completions",
                              "importance_sampling_level", "use_bias_correction_kl", "delta",
                              "off_policy_mask_threshold", "top_entropy_quantile")},
+        # Keys newer than some resolved configs: TRL's defaults where absent.
+        **{k: g[k] for k in ("repetition_penalty", "entropy_coef", "use_adaptive_entropy", "entropy_coef_min",
+                             "entropy_coef_max", "entropy_coef_delta", "entropy_target") if k in g},
         # transformers 5 folded warmup_ratio into warmup_steps (a float below 1 is a ratio).
-        warmup_steps=g["warmup_ratio"], top_k=g["top_k"] or None, epsilon_high=g.get("epsilon_high"))
+        warmup_steps=g["warmup_ratio"], top_k=g["top_k"] or None, epsilon_high=g.get("epsilon_high"),
+        min_p=g.get("min_p") or None)
     lora = LoraConfig(r=lc["r"], lora_alpha=lc["lora_alpha"], lora_dropout=lc["lora_dropout"], use_rslora=lc["use_rslora"],
                       target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=exact_answer, args=cfg, train_dataset=train,
