@@ -6,7 +6,7 @@
 //   train_step_bench [--shape demo|small|thin24|qwen2.5-0.5b|...] [--batch N] [--prompt Lp]
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 //                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
-//                    [--gradient-checkpointing] [--entropy-coef C]
+//                    [--gradient-checkpointing] [--entropy-coef C] [--adaptive-entropy TARGET]
 // On cuda the ceiling is the GPU's matrix product in the step's dtype (8192^2), and the base is
 // moved there in that dtype with the adapter in f32. --profile writes a Kineto trace of one more
 // step (host ops; kernels and copies on a GPU): bench/trace_summary.py sets it beside PEFT's.
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <functional>
 #include <set>
@@ -59,7 +60,10 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   bool json = false, ckpt = false;
   double entropy_coef = 0;  // > 0: TRL's entropy bonus (the LM head's entropy with its gradient)
-  std::string profile;      // a chrome trace of one more step (--profile FILE)
+  // Adaptive entropy control with this entropy_target: -1 measures the entropy every step and
+  // never applies the bonus (the detached entropy's cost); a large target applies it from step 2.
+  std::optional<double> adaptive_target;
+  std::string profile;  // a chrome trace of one more step (--profile FILE)
   std::string device = "cpu", dtype = "f32";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
     else if (a == "--device") device = v;
     else if (a == "--dtype") dtype = v;
     else if (a == "--entropy-coef") entropy_coef = std::stod(v);
+    else if (a == "--adaptive-entropy") adaptive_target = std::stod(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -133,6 +138,7 @@ int main(int argc, char** argv) {
   g.max_grad_norm = 1.0;
   g.gradient_checkpointing = ckpt;
   g.entropy_coef = entropy_coef;
+  if (adaptive_target) g.use_adaptive_entropy = true, g.entropy_target = *adaptive_target;
   grpo::PolicyOptimizer po(m, g);
 
   grpo::PolicyBatch pb;
