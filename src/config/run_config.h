@@ -32,6 +32,7 @@ struct TrainConfig {
   int eval_steps = 10;  // evaluate on held-out prompts every N steps (0 = only at end)
   int save_steps = 10;  // adapter checkpoint every N steps
   int logging_steps = 1;
+  bool logs_step(int64_t step) const { return logging_steps > 0 && step % logging_steps == 0; }
   // TRL's log_completions: every logging step's prompts, completions, rewards and advantages
   // (train: <output_dir>/completions.jsonl; a worker: its log lines in the bucket), and
   // num_completions_to_print of them on the console (unset: all).

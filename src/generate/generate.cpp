@@ -81,17 +81,6 @@ SamplerConfig sampler_config(const GenerateOptions& o) {
   return {o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty};
 }
 
-// Per prompt, its distinct token ids: what the repetition penalty starts from.
-std::vector<std::vector<int32_t>> distinct_tokens(const std::vector<std::vector<int32_t>>& prompts) {
-  std::vector<std::vector<int32_t>> out;
-  for (auto p : prompts) {
-    std::sort(p.begin(), p.end());
-    p.erase(std::unique(p.begin(), p.end()), p.end());
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
 // Static decoding: B = P*G rows decode max_new_tokens steps each over a cache of fixed shape;
 // a step samples from the logits buffer, records the token, and runs the model on it. Every
 // tensor a step touches exists before the first step, so that steps replay as one CUDA graph.
@@ -235,17 +224,19 @@ std::vector<Completion> generate(const model::Model& model, const std::vector<st
   }
   const SamplerConfig sc = sampler_config(opts);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
-  // The repetition penalty's tokens per completion: distinct ids (list) and membership (bitmap).
+  // The repetition penalty's tokens per completion: distinct ids (list) and membership (bitmap),
+  // its prompt's first, then each token it samples.
   const bool penalty = sc.repetition_penalty != 1.0;
   std::vector<std::vector<int32_t>> seen;
   std::vector<std::vector<uint8_t>> is_seen;
+  auto mark = [&](int64_t r, int32_t t) {
+    if (!is_seen[r][t]) is_seen[r][t] = 1, seen[r].push_back(t);
+  };
   if (penalty) {
-    auto first = distinct_tokens(prompts);
-    for (int64_t r = 0; r < P * G; ++r) {
-      seen.push_back(first[r / G]);
-      is_seen.emplace_back(V, 0);
-      for (int32_t t : seen.back()) is_seen.back()[t] = 1;
-    }
+    seen.resize(P * G);
+    is_seen.assign(P * G, std::vector<uint8_t>(V, 0));
+    for (int64_t r = 0; r < P * G; ++r)
+      for (int32_t t : prompts[r / G]) mark(r, t);
   }
   std::vector<float> penalised;
 
@@ -270,10 +261,7 @@ std::vector<Completion> generate(const model::Model& model, const std::vector<st
         sample_from = penalised.data();
       }
       const int64_t tok = sample_row(sample_from, V, sc, u);
-      if (penalty && !is_seen[active[b]][tok]) {
-        is_seen[active[b]][tok] = 1;
-        seen[active[b]].push_back(static_cast<int32_t>(tok));
-      }
+      if (penalty) mark(active[b], static_cast<int32_t>(tok));
       c.tokens.push_back(static_cast<int32_t>(tok));
       c.logprobs.push_back(row[tok] * inv_t - ls[b]);
       if (is_stop(opts, tok)) {

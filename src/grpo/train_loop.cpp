@@ -1,5 +1,6 @@
 #include "grpo/train_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -110,24 +111,28 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
   Progress bar(po);
   while (trainer.global_step() < cfg.grpo.max_steps) {
     const double before = elapsed();
-    const auto logs = [&](int64_t step) { return cfg.train.logging_steps > 0 && step % cfg.train.logging_steps == 0; };
-    trainer.set_log_completions(cfg.train.log_completions && logs(trainer.global_step() + 1));
+    trainer.set_log_completions(cfg.train.log_completions && cfg.train.logs_step(trainer.global_step() + 1));
     auto s = trainer.step();
     stepping += elapsed() - before;
     if (!s.completions.empty()) {
-      for (auto& c : completions_json(s, *task)) {
+      nlohmann::json all = completions_json(s, *task);
+      for (auto& c : all) {
         c["step"] = s.step;
         completions << c.dump() << "\n";
       }
       if (!completions.flush())
         throw UserError("cannot append to " + (fs::path(out) / "completions.jsonl").string(),
                         "check free space and permissions");
-      for (auto& c : completions_json(s, *task, cfg.train.num_completions_to_print))
+      const auto limit = cfg.train.num_completions_to_print;
+      const size_t shown = limit ? std::min(all.size(), static_cast<size_t>(*limit)) : all.size();
+      for (size_t i = 0; i < shown; ++i) {
+        const auto& c = all[i];
         LOG_INFO("step {} completion: reward {:.3f} advantage {:+.3f} rewards {}\n  prompt: {}\n  completion: {}",
                  s.step, c["reward"].get<double>(), c["advantage"].get<double>(), c["rewards"].dump(),
                  c["prompt"].dump(), c["completion"].dump());
+      }
     }
-    if (logs(s.step))
+    if (cfg.train.logs_step(s.step))
       LOG_INFO(
           "step {}/{}: reward {:.3f}±{:.3f} acc {:.3f} loss {:.4f} kl {:.4f} clip {:.3f} |g| {:.3f} lr {:.2e} "
           "len {:.1f} gen {:.1f}s train {:.1f}s",

@@ -518,13 +518,10 @@ StepStats GrpoTrainer::step() {
   for (double a : first) st.accuracy += a / first.size();
   st.samples = static_cast<int64_t>(comps.size());
   if (log_completions_) {
-    const at::Tensor a = adv.to(at::kDouble).contiguous();
+    const at::Tensor a = adv.to(at::kDouble).contiguous();  // on the host: from the rewards
+    const double* av = a.const_data_ptr<double>();
     for (size_t i = 0; i < comps.size(); ++i) {
-      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)],
-                         texts[i],
-                         rewards[i],
-                         a[static_cast<int64_t>(i)].item<double>(),
-                         {}};
+      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)], texts[i], rewards[i], av[i], {}};
       for (auto& f : per_func) l.rewards.push_back(f[i]);
       st.completions.push_back(std::move(l));
     }

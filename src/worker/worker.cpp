@@ -219,8 +219,7 @@ void Worker::adopt(int64_t v) {
 
 void Worker::step() {
   const auto ts = Clock::now();
-  const int every = cfg_.train.logging_steps;
-  trainer_->set_log_completions(cfg_.train.log_completions && every > 0 && (sum_.steps + 1) % every == 0);
+  trainer_->set_log_completions(cfg_.train.log_completions && cfg_.train.logs_step(sum_.steps + 1));
   auto s = trainer_->step();
   const double step_s = seconds_since(ts);
   ++sum_.steps;
