@@ -60,11 +60,10 @@ def main():
 
     run = json.load(open(a.config))
     g, lc = run["grpo"], run["lora"]
-    if lc["target_modules"] != ["all-linear"] or g["gradient_accumulation_steps"] != 1:
-        sys.exit("trl_grpo.py: this comparison passes only all-linear LoRA and no gradient accumulation")
+    if lc["target_modules"] != ["all-linear"]:
+        sys.exit("trl_grpo.py: this comparison passes only all-linear LoRA")
     a.model = run["model"]["path"]
     a.max_completion_length = g["max_completion_length"]
-    a.per_device_train_batch_size = g["per_device_train_batch_size"]
     a.eval_max_examples = run["train"]["eval_max_examples"]
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
@@ -104,6 +103,11 @@ def main():
             m.train()
         return right / max(1, len(held_out))
 
+    def sampled(args):
+        # Completions sampled in a step that logs a reward (TRL logs rewards only where it sampled):
+        # one generation batch, or several when steps_per_generation < gradient_accumulation_steps.
+        return args.generation_batch_size * max(1, args.gradient_accumulation_steps // args.steps_per_generation)
+
     class Curves(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kw):
             emit({"step": 0, "eval_accuracy": evaluate(model), "time_s": 0.0})
@@ -112,7 +116,7 @@ def main():
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "reward" in logs:
                 emit({"step": state.global_step, "reward": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
-                      "samples": a.per_device_train_batch_size, "time_s": elapsed()})
+                      "samples": sampled(args), "time_s": elapsed()})
 
         def on_step_end(self, args, state, control, model=None, **kw):
             if state.global_step % a.eval_steps == 0 or state.global_step == a.max_steps:
@@ -125,7 +129,7 @@ def main():
         output_dir=a.out, seed=a.seed, data_seed=a.seed, max_steps=a.max_steps, logging_steps=1,
         use_cpu=True, bf16=False, report_to="none", save_strategy="no", disable_tqdm=True,
         dataloader_num_workers=0,
-        **{k: g[k] for k in ("per_device_train_batch_size", "num_generations", "max_completion_length",
+        **{k: g[k] for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "max_completion_length",
                              "learning_rate", "lr_scheduler_type", "weight_decay", "adam_beta1",
                              "adam_beta2", "adam_epsilon", "max_grad_norm", "beta", "epsilon", "num_iterations",
                              "loss_type", "scale_rewards", "temperature", "top_p", "mask_truncated_completions",
@@ -136,7 +140,8 @@ def main():
                              "entropy_coef_max", "entropy_coef_delta", "entropy_target") if k in g},
         # transformers 5 folded warmup_ratio into warmup_steps (a float below 1 is a ratio).
         warmup_steps=g["warmup_ratio"], top_k=g["top_k"] or None, epsilon_high=g.get("epsilon_high"),
-        min_p=g.get("min_p") or None)
+        min_p=g.get("min_p") or None, steps_per_generation=g.get("steps_per_generation"),
+        generation_batch_size=g.get("generation_batch_size"))
     lora = LoraConfig(r=lc["r"], lora_alpha=lc["lora_alpha"], lora_dropout=lc["lora_dropout"], use_rslora=lc["use_rslora"],
                       target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=exact_answer, args=cfg, train_dataset=train,

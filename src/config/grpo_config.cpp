@@ -29,6 +29,12 @@ ConfigTable GrpoConfig::table() {
            "example's own override them")
       .add("per_device_train_batch_size", &per_device_train_batch_size, "completions per micro-batch")
       .add("gradient_accumulation_steps", &gradient_accumulation_steps, "micro-batches per optimizer step")
+      .add("steps_per_generation", &steps_per_generation,
+           "micro-batches trained per generation batch (default: gradient_accumulation_steps); more than "
+           "gradient_accumulation_steps trains several optimizer steps on one generation, the later ones off-policy")
+      .add("generation_batch_size", &generation_batch_size,
+           "completions per generation batch (default: per_device_train_batch_size x steps_per_generation); set "
+           "this or steps_per_generation")
       .add("learning_rate", &learning_rate, "AdamW learning rate")
       .add("weight_decay", &weight_decay, "AdamW weight decay")
       .add("adam_beta1", &adam_beta1, "AdamW beta1")
@@ -97,9 +103,21 @@ void GrpoConfig::validate() const {
     fail("per_device_train_batch_size (" + q(per_device_train_batch_size) + ") must be >= 1");
   if (gradient_accumulation_steps < 1)
     fail("gradient_accumulation_steps (" + q(gradient_accumulation_steps) + ") must be >= 1");
-  if (completions_per_step() % num_generations != 0)
-    fail("per_device_train_batch_size * gradient_accumulation_steps (" + q(completions_per_step()) +
-         ") must be divisible by num_generations (" + q(num_generations) + ")");
+  if (steps_per_generation && generation_batch_size)
+    fail("steps_per_generation (" + q(*steps_per_generation) + ") and generation_batch_size (" +
+             q(*generation_batch_size) + ") are both set",
+         "set one: generation_batch_size = per_device_train_batch_size x steps_per_generation");
+  if (steps_per_generation && *steps_per_generation < 1)
+    fail("steps_per_generation (" + q(*steps_per_generation) + ") must be >= 1");
+  if (generation_batch_size && (*generation_batch_size < 1 || *generation_batch_size % per_device_train_batch_size))
+    fail("generation_batch_size (" + q(*generation_batch_size) + ") must be a positive multiple of " +
+         "per_device_train_batch_size (" + q(per_device_train_batch_size) + ")");
+  if (completions_per_generation() % num_generations != 0)
+    fail((generation_batch_size  ? "generation_batch_size ("
+          : steps_per_generation ? "per_device_train_batch_size * steps_per_generation ("
+                                 : "per_device_train_batch_size * gradient_accumulation_steps (") +
+             q(completions_per_generation()) + ") must be divisible by num_generations (" + q(num_generations) + ")",
+         "a generation batch holds whole groups of num_generations completions");
   if (max_prompt_length < 1) fail("max_prompt_length (" + q(max_prompt_length) + ") must be >= 1");
   if (max_completion_length < 1) fail("max_completion_length (" + q(max_completion_length) + ") must be >= 1");
   if (!(temperature > 0)) fail("temperature (" + q(temperature) + ") must be > 0");

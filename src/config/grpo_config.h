@@ -51,9 +51,15 @@ struct GrpoConfig {
   // Variables for the chat template of conversational prompts (e.g. enable_thinking); an
   // example's own chat_template_kwargs override these key by key.
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
-  // Batch: prompts per step = per_device_train_batch_size * gradient_accumulation_steps / G
+  // Batch (TRL's): an optimizer step accumulates gradient_accumulation_steps micro-batches of
+  // per_device_train_batch_size completions. Completions are generated generation_batch_size at
+  // a time (generation_batch_size / G prompts), shuffled, and trained on as steps_per_generation
+  // consecutive micro-batches, num_iterations times over, before the next generation. By default
+  // one generation batch is one optimizer step's micro-batches.
   int per_device_train_batch_size = 8;  // completions per micro-batch
   int gradient_accumulation_steps = 1;
+  std::optional<int> steps_per_generation;  // micro-batches per generation batch (default: gradient_accumulation_steps)
+  std::optional<int> generation_batch_size;  // completions per generation batch; set this or steps_per_generation
   // Optimisation (AdamW on the adapter only)
   double learning_rate = 1e-6;
   double weight_decay = 0.0;
@@ -96,8 +102,14 @@ struct GrpoConfig {
   int seed = 42;
 
   double eps_high() const { return epsilon_high.value_or(epsilon); }
-  int completions_per_step() const { return per_device_train_batch_size * gradient_accumulation_steps; }
-  int prompts_per_step() const { return completions_per_step() / num_generations; }
+  // Resolved as TRL resolves them (validate() checks they are consistent).
+  int micro_batches_per_generation() const {
+    if (steps_per_generation) return *steps_per_generation;
+    if (generation_batch_size) return *generation_batch_size / per_device_train_batch_size;
+    return gradient_accumulation_steps;
+  }
+  int completions_per_generation() const { return per_device_train_batch_size * micro_batches_per_generation(); }
+  int prompts_per_generation() const { return completions_per_generation() / num_generations; }
 
   ConfigTable table();
   void validate() const;  // throws UserError quoting the values

@@ -61,6 +61,10 @@ at::Tensor high_entropy_mask(const at::Tensor& entropies, const at::Tensor& mask
 
 }  // namespace
 
+double tokens_per_optimizer_step(double generation_tokens, int gradient_accumulation_steps, int steps_per_generation) {
+  return std::max(1.0, generation_tokens) * gradient_accumulation_steps / steps_per_generation;
+}
+
 at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* stats) {
   const at::Tensor& logps = in.logps;  // [B, T]
   at::Tensor mask = in.mask.to(logps.dtype());

@@ -56,7 +56,8 @@ struct LossOptions {
   double off_policy_mask_threshold = 0;  // > 0: drop negative-advantage sequences whose mean
                                          // old - new log-prob exceeds it (DeepSeek-V3.2)
   int64_t max_completion_length = 0;     // dr_grpo's constant normalizer
-  // dapo: active tokens over the whole generation batch (all micro-batches); <= 0 = this batch's.
+  // dapo, cispo, vespo: the normalizer, the active tokens of one optimizer step's micro-batches
+  // (tokens_per_optimizer_step); <= 0 = this micro-batch's.
   double num_items_in_batch = 0;
   // TRL's entropy bonus: minus entropy_coef x the mean entropy over the tokens the policy term
   // keeps (whatever the loss type's normalisation).
@@ -73,6 +74,11 @@ struct LossStats {
   // their sum and count over the tokens the policy term keeps (adaptive entropy control).
   double entropy = 0, kept_entropy_sum = 0, kept_tokens = 0;
 };
+
+// TRL's normalizer for the types normalised by the batch's tokens: num_items_in_batch (the active
+// tokens of the whole generation batch) x gradient_accumulation_steps / steps_per_generation,
+// the mean tokens of one optimizer step when a generation batch feeds several.
+double tokens_per_optimizer_step(double generation_tokens, int gradient_accumulation_steps, int steps_per_generation);
 
 // Returns the scalar loss; fills stats (detached).
 at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* stats = nullptr);

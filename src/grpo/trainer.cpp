@@ -15,6 +15,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/rng.h"
 #include "util/safetensors.h"
 
 namespace brl::grpo {
@@ -255,8 +256,15 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
 
 PolicyBatch PolicyBatch::to(const at::Device& device) const {
   PolicyBatch b = *this;
-  for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages})
+  for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages, &b.ref_logps})
     if (t->defined()) *t = t->to(device);
+  return b;
+}
+
+PolicyBatch PolicyBatch::rows(const at::Tensor& index) const {
+  PolicyBatch b = *this;
+  for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages, &b.ref_logps})
+    if (t->defined()) *t = t->index_select(0, index.to(t->device()));
   return b;
 }
 
@@ -296,107 +304,129 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, cons
                           temperature, entropy, entropy_grad);
 }
 
-PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
-  const auto dev = m_.device();
-  const PolicyBatch b = batch.ids.device() == dev ? batch : batch.to(dev);
+namespace {
+LossOptions loss_options(const GrpoConfig& g) {
+  LossOptions lo;
+  lo.loss_type = g.loss_type;
+  lo.epsilon_low = g.epsilon;
+  lo.epsilon_high = g.eps_high();
+  lo.beta = g.beta;
+  lo.use_bias_correction_kl = g.use_bias_correction_kl;
+  lo.importance_sampling_level = g.importance_sampling_level;
+  lo.delta = g.delta.value_or(0);
+  lo.sapo_temperature_pos = g.sapo_temperature_pos;
+  lo.sapo_temperature_neg = g.sapo_temperature_neg;
+  lo.off_policy_mask_threshold = g.off_policy_mask_threshold.value_or(0);
+  lo.vespo_k_pos = g.vespo_k_pos;
+  lo.vespo_lambda_pos = g.vespo_lambda_pos;
+  lo.vespo_k_neg = g.vespo_k_neg;
+  lo.vespo_lambda_neg = g.vespo_lambda_neg;
+  lo.top_entropy_quantile = g.top_entropy_quantile;
+  lo.max_completion_length = g.max_completion_length;
+  return lo;
+}
+}  // namespace
+
+void PolicyOptimizer::reference_pass(PolicyBatch& b) {
+  if (cfg_.beta <= 0) return;
+  // In micro-batches, as the training pass (one pass over all rows held all their activations at once).
   const int64_t N = b.ids.size(0);
-  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(dev);
-
-  // Reference log-probs (adapter off), only when the KL term is on; in micro-batches, as the
-  // training pass (one pass over all rows held all their activations at once).
-  at::Tensor ref_lp;
-  if (cfg_.beta > 0) {
-    with_micro_batch("reference pass", [&](int64_t mb) {
-      torch::NoGradGuard ng;
-      m_.adapters_enabled = false;
-      std::vector<at::Tensor> parts;
-      try {
-        for (int64_t s = 0; s < N; s += mb)
-          parts.push_back(completion_logprobs(m_, b, torch::arange(s, std::min(N, s + mb), idx), cfg_.temperature));
-      } catch (...) {
-        m_.adapters_enabled = true;
-        throw;
-      }
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(b.ids.device());
+  with_micro_batch("reference pass", [&](int64_t mb) {
+    torch::NoGradGuard ng;
+    m_.adapters_enabled = false;
+    std::vector<at::Tensor> parts;
+    try {
+      for (int64_t s = 0; s < N; s += mb)
+        parts.push_back(completion_logprobs(m_, b, torch::arange(s, std::min(N, s + mb), idx), cfg_.temperature));
+    } catch (...) {
       m_.adapters_enabled = true;
-      ref_lp = parts.size() == 1 ? parts[0] : at::cat(parts);
-    });
-    ++ref_passes_;
-  }
+      throw;
+    }
+    m_.adapters_enabled = true;
+    b.ref_logps = parts.size() == 1 ? parts[0] : at::cat(parts);
+  });
+  ++ref_passes_;
+}
 
-  // num_iterations passes over micro-batches; one optimizer step per pass.
+PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double lr) {
+  const auto dev = m_.device();
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(dev);
   m_.training = true;
   m_.gradient_checkpointing = cfg_.gradient_checkpointing;
-  const double total_tokens = std::max(1.0, b.completion_mask.sum().item<double>());
-  LossOptions lo;
-  lo.loss_type = cfg_.loss_type;
-  lo.epsilon_low = cfg_.epsilon;
-  lo.epsilon_high = cfg_.eps_high();
-  lo.beta = cfg_.beta;
-  lo.use_bias_correction_kl = cfg_.use_bias_correction_kl;
-  lo.importance_sampling_level = cfg_.importance_sampling_level;
-  lo.delta = cfg_.delta.value_or(0);
-  lo.sapo_temperature_pos = cfg_.sapo_temperature_pos;
-  lo.sapo_temperature_neg = cfg_.sapo_temperature_neg;
-  lo.off_policy_mask_threshold = cfg_.off_policy_mask_threshold.value_or(0);
-  lo.vespo_k_pos = cfg_.vespo_k_pos;
-  lo.vespo_lambda_pos = cfg_.vespo_lambda_pos;
-  lo.vespo_k_neg = cfg_.vespo_k_neg;
-  lo.vespo_lambda_neg = cfg_.vespo_lambda_neg;
-  lo.top_entropy_quantile = cfg_.top_entropy_quantile;
+  LossOptions lo = loss_options(cfg_);
   const bool need_entropy = lo.top_entropy_quantile < 1 || entropy_.enabled();
-  lo.max_completion_length = cfg_.max_completion_length;
-  lo.num_items_in_batch = total_tokens;
+  lo.entropy_coef = entropy_.applied();  // the same for every micro-batch of the step
+  const bool entropy_grad = lo.entropy_coef != 0.0;
+  // The step's gradients and statistics, kept only when every micro-batch fitted.
   PolicyStats st;
-  for (int it = 0; it < cfg_.num_iterations; ++it) {
-    // This pass's gradients and statistics, kept only when every micro-batch fitted.
-    PolicyStats pass;
-    double entropy = 0, kept_entropy = 0, kept_tokens = 0;  // this pass's, for the entropy control
-    lo.entropy_coef = entropy_.applied();                   // the same for every micro-batch of the step
-    const bool entropy_grad = lo.entropy_coef != 0.0;
-    with_micro_batch("training pass", [&](int64_t mb) {
-      opt_->zero_grad();
-      pass = PolicyStats{};
-      entropy = kept_entropy = kept_tokens = 0;
-      const int64_t n_micro = (N + mb - 1) / mb;
-      lo.accumulation_steps = n_micro;
-      for (int64_t s = 0; s < N; s += mb) {
-        at::Tensor rows = torch::arange(s, std::min(N, s + mb), idx);
+  double entropy = 0, kept_entropy = 0, kept_tokens = 0;  // for the entropy control
+  with_micro_batch("training pass", [&](int64_t mb) {
+    opt_->zero_grad();
+    st = PolicyStats{};
+    entropy = kept_entropy = kept_tokens = 0;
+    int64_t n_micro = 0;
+    for (const PolicySlice& sl : slices) n_micro += (sl.end - sl.begin + mb - 1) / mb;
+    lo.accumulation_steps = n_micro;
+    for (const PolicySlice& sl : slices) {
+      const PolicyBatch& b = *sl.batch;
+      TORCH_CHECK(b.ids.device() == dev && (cfg_.beta <= 0 || b.ref_logps.defined()),
+                  "PolicyOptimizer::step: a slice not on the model's device or without its reference pass");
+      lo.num_items_in_batch = sl.num_items_in_batch;
+      for (int64_t s = sl.begin; s < sl.end; s += mb) {
+        at::Tensor rows = torch::arange(s, std::min(sl.end, s + mb), idx);
         LossInputs in;
         in.logps =
             completion_logprobs(m_, b, rows, cfg_.temperature, need_entropy ? &in.entropies : nullptr, entropy_grad);
         in.old_logps = b.old_logps.index_select(0, rows);
-        if (ref_lp.defined()) in.ref_logps = ref_lp.index_select(0, rows);
+        if (cfg_.beta > 0) in.ref_logps = b.ref_logps.index_select(0, rows);
         in.advantages = b.advantages.index_select(0, rows);
         in.mask = b.completion_mask.index_select(0, rows);
         LossStats ls;
         at::Tensor loss = grpo_loss(in, lo, &ls);  // this micro-batch's share of the step's loss
         loss.backward();
-        pass.loss += ls.loss;  // read with the statistics: no wait of its own
-        pass.kl += ls.kl / n_micro;
-        pass.clip_ratio += ls.clip_ratio / n_micro;
+        st.loss += ls.loss;  // read with the statistics: no wait of its own
+        st.kl += ls.kl / n_micro;
+        st.clip_ratio += ls.clip_ratio / n_micro;
         entropy += ls.entropy / n_micro;
         kept_entropy += ls.kept_entropy_sum;
         kept_tokens += ls.kept_tokens;
       }
-    });
-    st.loss += pass.loss / cfg_.num_iterations;
-    st.kl += pass.kl / cfg_.num_iterations;
-    st.clip_ratio += pass.clip_ratio / cfg_.num_iterations;
-    if (need_entropy) st.entropy = st.entropy.value_or(0) + entropy / cfg_.num_iterations;
-    entropy_.end_step(kept_entropy, kept_tokens);
-    if (cfg_.max_grad_norm > 0) st.grad_norm = clip_grad_norm(params_, cfg_.max_grad_norm);
-    double scale = 1;
-    if (since_momentum_reset_ >= 0) {  // set only while AdamW has state (reset_momentum)
-      const int64_t t = static_cast<torch::optim::AdamWParamState&>(*opt_->state().begin()->second).step() + 1;
-      scale = fresh_momentum_lr_scale(cfg_.adam_beta1, t, ++since_momentum_reset_);
-      if (scale == 1.0) since_momentum_reset_ = -1;  // 1 - beta1^k rounds to 1 (k ~ 370 at 0.9): corrected
     }
-    for (auto& g : opt_->param_groups())
-      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr * scale).weight_decay(cfg_.weight_decay / scale);
-    fused_adamw_step(*opt_);
+  });
+  if (need_entropy) st.entropy = entropy;
+  entropy_.end_step(kept_entropy, kept_tokens);
+  if (cfg_.max_grad_norm > 0) st.grad_norm = clip_grad_norm(params_, cfg_.max_grad_norm);
+  double scale = 1;
+  if (since_momentum_reset_ >= 0) {  // set only while AdamW has state (reset_momentum)
+    const int64_t t = static_cast<torch::optim::AdamWParamState&>(*opt_->state().begin()->second).step() + 1;
+    scale = fresh_momentum_lr_scale(cfg_.adam_beta1, t, ++since_momentum_reset_);
+    if (scale == 1.0) since_momentum_reset_ = -1;  // 1 - beta1^k rounds to 1 (k ~ 370 at 0.9): corrected
   }
+  for (auto& g : opt_->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr * scale).weight_decay(cfg_.weight_decay / scale);
+  fused_adamw_step(*opt_);
   m_.training = false;
   if (entropy_.enabled()) st.entropy_coef = entropy_.coef();
+  return st;
+}
+
+PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
+  const auto dev = m_.device();
+  PolicyBatch b = batch.ids.device() == dev ? batch : batch.to(dev);
+  if (!b.ref_logps.defined()) reference_pass(b);
+  const PolicySlice all{&b, 0, b.ids.size(0), tokens_per_optimizer_step(b.completion_mask.sum().item<double>(), 1, 1)};
+  PolicyStats st;
+  const int mu = cfg_.num_iterations;
+  for (int it = 0; it < mu; ++it) {
+    PolicyStats p = step({all}, lr);
+    st.loss += p.loss / mu;
+    st.kl += p.kl / mu;
+    st.clip_ratio += p.clip_ratio / mu;
+    if (p.entropy) st.entropy = st.entropy.value_or(0) + *p.entropy / mu;
+    st.grad_norm = p.grad_norm;
+    st.entropy_coef = p.entropy_coef;
+  }
   return st;
 }
 
@@ -418,7 +448,7 @@ GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task&
       cfg_(std::move(cfg)),
       shard_(shard),
       num_shards_(num_shards),
-      gen_prompts_(cfg_.prompts_per_step()) {
+      gen_prompts_(cfg_.prompts_per_generation()) {
   cfg_.validate();
   weights_ = cfg_.reward_weights.empty() ? weights : cfg_.reward_weights;
   policy_ = std::make_unique<PolicyOptimizer>(m_, cfg_);
@@ -441,10 +471,25 @@ double GrpoTrainer::current_lr() const {
   return cfg_.learning_rate * (1 - p);
 }
 
-StepStats GrpoTrainer::step() {
-  StepStats st;
-  st.step = step_ + 1;
-  const int G = cfg_.num_generations, P = cfg_.prompts_per_step();
+// A generation batch: the rollouts and what the steps that train on it report.
+struct GrpoTrainer::Rollouts {
+  PolicyBatch batch;                   // on the model's device, rows shuffled, with the reference pass
+  double tokens_per_step = 0;          // the token normalizer of its micro-batches (tokens_per_optimizer_step)
+  std::vector<double> rewards, first;  // per completion: combined, the first function's (accuracy)
+  int64_t groups = 0, zero_std_groups = 0, tokens = 0;
+  std::vector<LoggedCompletion> completions;  // with log_completions
+  double gen_seconds = 0, score_seconds = 0, ref_seconds = 0;
+};
+
+bool GrpoTrainer::at_generation_boundary() const {
+  const int64_t cycle = int64_t{cfg_.micro_batches_per_generation()} * cfg_.num_iterations;
+  return !rollouts_ || (step_ * cfg_.gradient_accumulation_steps) % cycle == 0;
+}
+
+std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch) {
+  auto out = std::make_shared<Rollouts>();
+  Rollouts& r = *out;
+  const int G = cfg_.num_generations, P = cfg_.prompts_per_generation();
   // 1. Prompts of this worker's shard.
   std::vector<tasks::Example> examples;
   std::vector<std::vector<int32_t>> prompts;
@@ -468,7 +513,10 @@ StepStats GrpoTrainer::step() {
   go.min_p = cfg_.min_p;
   go.repetition_penalty = cfg_.repetition_penalty;
   go.stop_token_ids = stop_ids(tk_);
-  go.seed = static_cast<uint64_t>(cfg_.seed) * 1000003ULL + static_cast<uint64_t>(step_) * 7919ULL + shard_;
+  // A second generation inside one optimizer step (steps_per_generation < gradient_accumulation_steps)
+  // draws other streams.
+  go.seed = static_cast<uint64_t>(cfg_.seed) * 1000003ULL + static_cast<uint64_t>(step_) * 7919ULL + shard_ +
+            static_cast<uint64_t>(micro_batch % cfg_.gradient_accumulation_steps) * 1000033ULL;
   // All prompts in one call, or in parts of gen_prompts_ after one ran out of memory: each
   // completion draws from its own prompt's streams, so the parts give what one call would.
   std::vector<gen::Completion> comps;
@@ -485,7 +533,7 @@ StepStats GrpoTrainer::step() {
           comps.insert(comps.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
         }
       });
-  st.gen_seconds = seconds_since(t0);
+  r.gen_seconds = seconds_since(t0);
   const auto ts = Clock::now();
   // 3. Rewards and group-relative advantages.
   std::vector<const tasks::Example*> ex;
@@ -494,10 +542,9 @@ StepStats GrpoTrainer::step() {
     ex.push_back(&examples[static_cast<size_t>(c.prompt_index)]);
     texts.push_back(completion_text(tk_, c.tokens));
   }
-  std::vector<double> first;
   std::vector<std::vector<double>> per_func;  // [function][completion]
-  auto rewards = combined_rewards(task_, weights_, ex, texts, &first, &per_func);
-  at::Tensor r = torch::tensor(rewards, torch::kDouble);
+  r.rewards = combined_rewards(task_, weights_, ex, texts, &r.first, &per_func);
+  at::Tensor rt = torch::tensor(r.rewards, torch::kDouble);
   at::Tensor adv;  // [P*G]
   if (cfg_.multi_objective_aggregation == MultiObjectiveAggregation::normalize_then_sum) {
     std::vector<double> flat;
@@ -506,38 +553,85 @@ StepStats GrpoTrainer::step() {
     std::vector<double> w = weights_.empty() ? std::vector<double>(per_func.size(), 1.0) : weights_;
     adv = decoupled_advantages(torch::tensor(flat, torch::kDouble).view({K, -1}).t(), w, G);
   } else {
-    adv = group_advantages(r, G, cfg_.scale_rewards);
+    adv = group_advantages(rt, G, cfg_.scale_rewards);
   }
-  st.reward_mean = r.mean().item<double>();
-  st.reward_std = r.std().item<double>();
   {
-    at::Tensor groups = r.view({-1, G});
-    st.frac_reward_zero_std =
-        (std::get<0>(groups.max(1)) == std::get<0>(groups.min(1))).to(at::kDouble).mean().item<double>();
+    at::Tensor groups = rt.view({-1, G});
+    r.groups = groups.size(0);
+    r.zero_std_groups = (std::get<0>(groups.max(1)) == std::get<0>(groups.min(1))).sum().item<int64_t>();
   }
-  for (double a : first) st.accuracy += a / first.size();
-  st.samples = static_cast<int64_t>(comps.size());
   if (log_completions_) {
     const at::Tensor a = adv.to(at::kDouble).contiguous();  // on the host: from the rewards
     const double* av = a.const_data_ptr<double>();
     for (size_t i = 0; i < comps.size(); ++i) {
-      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)], texts[i], rewards[i], av[i], {}};
+      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)], texts[i], r.rewards[i], av[i], {}};
       for (auto& f : per_func) l.rewards.push_back(f[i]);
-      st.completions.push_back(std::move(l));
+      r.completions.push_back(std::move(l));
     }
   }
+  for (auto& c : comps) r.tokens += static_cast<int64_t>(c.tokens.size());
 
-  // 4. The training batch.
+  // 4. The training batch, its rows shuffled (TRL's shuffle_sequence_dict): each micro-batch a
+  // sample of the whole generation batch.
   PolicyBatch b = policy_batch(prompts, comps, cfg_.mask_truncated_completions);
   b.advantages = adv;
-  for (auto& c : comps) st.tokens += static_cast<int64_t>(c.tokens.size());
-  st.completion_length = static_cast<double>(st.tokens) / std::max<size_t>(1, comps.size());
+  const auto perm = permutation(comps.size(), splitmix64(go.seed ^ 0x726f77734f726465ULL));
+  std::vector<int64_t> order(perm.begin(), perm.end());
+  r.batch = b.rows(torch::tensor(order, torch::kLong)).to(m_.device());
+  r.tokens_per_step = tokens_per_optimizer_step(r.batch.completion_mask.sum().item<double>(),
+                                                cfg_.gradient_accumulation_steps, cfg_.micro_batches_per_generation());
+  r.score_seconds = seconds_since(ts);
+  // 5. The reference pass (adapter off), once per generation batch.
+  const auto t1 = Clock::now();
+  policy_->reference_pass(r.batch);
+  r.ref_seconds = seconds_since(t1);
+  return out;
+}
 
-  st.score_seconds = seconds_since(ts);
-  // 5-6. Reference pass and the optimizer passes.
+StepStats GrpoTrainer::step() {
+  StepStats st;
+  st.step = step_ + 1;
+  const int GA = cfg_.gradient_accumulation_steps, spg = cfg_.micro_batches_per_generation();
+  const int64_t pd = cfg_.per_device_train_batch_size, cycle = int64_t{spg} * cfg_.num_iterations;
+  // TRL's _prepare_inputs: micro-batch i trains on slice i mod steps_per_generation of the
+  // generation batch, which is made anew every steps_per_generation x num_iterations micro-batches
+  // (and after a restart, which keeps no rollouts).
+  std::vector<std::shared_ptr<Rollouts>> made, used;
+  std::vector<PolicySlice> slices;
+  for (int k = 0; k < GA; ++k) {
+    const int64_t micro = step_ * GA + k;
+    if (!rollouts_ || micro % cycle == 0) made.push_back(rollouts_ = generate(micro));
+    const int64_t j = micro % spg;
+    slices.push_back({&rollouts_->batch, j * pd, (j + 1) * pd, rollouts_->tokens_per_step});
+    used.push_back(rollouts_);  // alive until the step is done
+  }
+  // The rollout statistics: of the batches made in this step, else of the one trained on.
+  std::vector<double> rewards, first;
+  int64_t groups = 0, zero_std = 0, tokens = 0, samples = 0;
+  double train_extra = 0;  // the reference passes of the batches made
+  for (const auto& r : made.empty() ? std::vector{rollouts_} : made) {
+    rewards.insert(rewards.end(), r->rewards.begin(), r->rewards.end());
+    first.insert(first.end(), r->first.begin(), r->first.end());
+    groups += r->groups, zero_std += r->zero_std_groups, tokens += r->tokens;
+    samples += static_cast<int64_t>(r->rewards.size());
+  }
+  for (const auto& r : made) {
+    st.gen_seconds += r->gen_seconds, st.score_seconds += r->score_seconds, train_extra += r->ref_seconds;
+    st.completions.insert(st.completions.end(), r->completions.begin(), r->completions.end());
+  }
+  const double n = static_cast<double>(rewards.size());
+  for (size_t i = 0; i < rewards.size(); ++i) st.reward_mean += rewards[i] / n, st.accuracy += first[i] / n;
+  double ss = 0;
+  for (double x : rewards) ss += (x - st.reward_mean) * (x - st.reward_mean);
+  st.reward_std = std::sqrt(ss / std::max(1.0, n - 1));  // Bessel-corrected, as torch.std
+  st.frac_reward_zero_std = static_cast<double>(zero_std) / std::max<int64_t>(1, groups);
+  st.completion_length = static_cast<double>(tokens) / std::max<int64_t>(1, samples);
+  if (!made.empty()) st.samples = samples, st.tokens = tokens;
+
+  // 6. One optimizer step over the micro-batches.
   auto t1 = Clock::now();
   const double lr = current_lr();
-  PolicyStats ps = policy_->optimize(b, lr);
+  PolicyStats ps = policy_->step(slices, lr);
   st.loss = ps.loss;
   st.kl = ps.kl;
   st.clip_ratio = ps.clip_ratio;
@@ -545,7 +639,7 @@ StepStats GrpoTrainer::step() {
   st.entropy = ps.entropy;
   st.entropy_coef = ps.entropy_coef;
   st.lr = lr;
-  st.train_seconds = seconds_since(t1);
+  st.train_seconds = seconds_since(t1) + train_extra;
   ++step_;
   return st;
 }

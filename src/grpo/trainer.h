@@ -1,7 +1,9 @@
-// The GRPO step every worker runs (and `bucketrl train` runs alone): sample prompts from the
-// worker's shard, generate G completions each (log-probs kept from generation), score them,
-// group-normalise the advantages, then num_iterations passes of the clipped objective over
-// micro-batches with AdamW on the adapter only, gradient clipping and the LR schedule.
+// The GRPO step every worker runs (and `bucketrl train` runs alone), TRL's loop: one optimizer
+// step over gradient_accumulation_steps micro-batches of a generation batch. A generation batch
+// (prompts from the worker's shard, G completions each with the sampler's log-probs, scored,
+// group-normalised advantages, shuffled) is made when the last one has fed steps_per_generation
+// micro-batches num_iterations times; then the clipped objective, AdamW on the adapter only,
+// gradient clipping and the LR schedule, per optimizer step.
 #pragma once
 
 #include <torch/types.h>
@@ -33,6 +35,9 @@ struct LoggedCompletion {
   std::vector<double> rewards;  // each reward function's score, in the task's order
 };
 
+// An optimizer step's statistics. The rollout ones (reward ... completion_length) describe the
+// generation batches made in the step, or, in a step that made none, the one it trained on;
+// samples, tokens and the generation times count only what the step made.
 struct StepStats {
   int64_t step = 0;
   double reward_mean = 0, reward_std = 0, accuracy = 0;  // accuracy: mean of the first reward
@@ -101,8 +106,18 @@ struct PolicyBatch {
   at::Tensor completion_mask;  // [N, completion_len] float: 1 for tokens that count
   at::Tensor old_logps;        // [N, completion_len]: of the policy that generated them
   at::Tensor advantages;       // [N]
+  at::Tensor ref_logps;        // [N, completion_len]: adapter off (PolicyOptimizer::reference_pass); beta > 0 only
   int64_t prompt_len = 0, completion_len = 0;
-  PolicyBatch to(const at::Device& device) const;  // every tensor moved (the trainer's GPU copy)
+  PolicyBatch to(const at::Device& device) const;   // every tensor moved (the trainer's GPU copy)
+  PolicyBatch rows(const at::Tensor& index) const;  // these rows of every tensor, in this order
+};
+
+// One micro-batch of an optimizer step: rows [begin, end) of a generation batch, and the
+// normalizer of the loss types normalised by tokens (tokens_per_optimizer_step).
+struct PolicySlice {
+  const PolicyBatch* batch = nullptr;
+  int64_t begin = 0, end = 0;
+  double num_items_in_batch = 0;
 };
 
 // The batch of sampled completions (advantages left undefined): prompts left-padded to
@@ -125,15 +140,22 @@ struct PolicyStats {
   std::optional<double> entropy, entropy_coef;  // as StepStats
 };
 
-// The training half of a GRPO step: the reference pass (adapter off) when beta > 0, then
-// num_iterations passes of the clipped objective over micro-batches of
-// per_device_train_batch_size, gradient clipping, AdamW on the adapter only. GrpoTrainer
-// runs it after generation; bench/train_step_bench runs it alone.
+// The training half of GRPO: the reference pass (adapter off) of a generation batch when
+// beta > 0, and optimizer steps: the clipped objective over micro-batches, gradient clipping,
+// AdamW on the adapter only. GrpoTrainer runs it after generation; bench/train_step_bench runs
+// it alone.
 class PolicyOptimizer {
  public:
   // The model must have an adapter attached; the base is frozen here.
   PolicyOptimizer(model::Model& m, const GrpoConfig& cfg);
   ~PolicyOptimizer();
+  // Sets b.ref_logps when beta > 0 (b on the model's device).
+  void reference_pass(PolicyBatch& b);
+  // One optimizer step at learning rate lr over these micro-batches (on the model's device, with
+  // ref_logps when beta > 0), each cut to micro_batch_size() rows.
+  PolicyStats step(const std::vector<PolicySlice>& slices, double lr);
+  // A whole generation batch as one slice: its reference pass, then num_iterations optimizer
+  // steps over all of its rows (the statistics their mean).
   PolicyStats optimize(const PolicyBatch& b, double lr);
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
@@ -188,7 +210,10 @@ class GrpoTrainer {
   ~GrpoTrainer();
 
   StepStats step();
-  int64_t global_step() const { return step_; }
+  int64_t global_step() const { return step_; }  // optimizer steps taken
+  // Whether the next step starts with a new generation batch: no rollouts of the last one are
+  // left to train on (a worker syncs here, so a new global version never meets older rollouts).
+  bool at_generation_boundary() const;
   uint64_t example_cursor() const { return cursor_; }
   // Optimizer state + counters, for resume.
   void save_state(const std::string& path);
@@ -223,7 +248,10 @@ class GrpoTrainer {
   int64_t step_ = 0;
   uint64_t cursor_ = 0;
   bool log_completions_ = false;
-  int64_t gen_prompts_;  // prompts generated at once: all of a step's, or fewer after running out of memory
+  int64_t gen_prompts_;  // prompts generated at once: all of a generation's, or fewer after running out of memory
+  struct Rollouts;
+  std::shared_ptr<Rollouts> rollouts_;  // the generation batch being trained on; none after a restart
+  std::shared_ptr<Rollouts> generate(int64_t micro_batch);
 };
 
 }  // namespace brl::grpo

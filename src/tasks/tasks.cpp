@@ -189,10 +189,7 @@ class JsonlTask : public Task {
   uint64_t shuffled(uint64_t epoch, int shard, uint64_t n, uint64_t pos) const {
     std::lock_guard lock(mu_);
     if (order_key_ != std::tuple{epoch, shard, n}) {
-      order_.resize(n);
-      for (uint64_t j = 0; j < n; ++j) order_[j] = j;
-      Stream s(seed_ ^ 0x73687566666c65ULL, epoch * 1000003ULL + static_cast<uint64_t>(shard));
-      for (uint64_t j = n - 1; j > 0; --j) std::swap(order_[j], order_[s.next() % (j + 1)]);
+      order_ = permutation(n, Stream(seed_ ^ 0x73687566666c65ULL, epoch * 1000003ULL + static_cast<uint64_t>(shard)).s);
       order_key_ = {epoch, shard, n};
     }
     return order_[pos];

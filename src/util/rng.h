@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace brl {
 
@@ -11,6 +13,15 @@ inline uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+// A permutation of 0 .. n-1 by Fisher-Yates from the splitmix64 stream started at `seed`: the
+// same on every machine.
+inline std::vector<uint64_t> permutation(uint64_t n, uint64_t seed) {
+  std::vector<uint64_t> p(n);
+  for (uint64_t j = 0; j < n; ++j) p[j] = j;
+  for (uint64_t j = n; j > 1; --j) std::swap(p[j - 1], p[(seed = splitmix64(seed)) % j]);
+  return p;
 }
 
 }  // namespace brl

@@ -257,6 +257,9 @@ void Worker::step() {
 }
 
 bool Worker::sync_due() const {
+  // Between generation batches only: the rollouts left of one were sampled from the version this
+  // window started from (steps_per_generation > gradient_accumulation_steps, num_iterations > 1).
+  if (!trainer_->at_generation_boundary()) return false;
   // A barrier round is K steps for everyone (as in data parallel); no time trigger then.
   return (cfg_.sync.mode != SyncMode::sync && seconds_since(last_sync_) >= cfg_.sync.sync_interval_s) ||
          (cfg_.sync.sync_steps > 0 && win_.steps() >= cfg_.sync.sync_steps);

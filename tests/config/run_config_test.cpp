@@ -120,6 +120,39 @@ TEST(RunConfig, ErrorsNameTheKey) {
   EXPECT_NO_THROW(c.validate());
 }
 
+// TRL's GRPOConfig.__post_init__: steps_per_generation defaults to gradient_accumulation_steps,
+// generation_batch_size = per_device_train_batch_size x steps_per_generation; one or the other.
+TEST(RunConfig, GenerationBatchResolvesAsTrl) {
+  RunConfig c;
+  c.apply_overrides(
+      {"grpo.per_device_train_batch_size=4", "grpo.num_generations=4", "grpo.gradient_accumulation_steps=2"});
+  EXPECT_EQ(c.grpo.micro_batches_per_generation(), 2);
+  EXPECT_EQ(c.grpo.prompts_per_generation(), 2);
+  c.apply_overrides({"grpo.steps_per_generation=3"});
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.grpo.completions_per_generation(), 12);
+  EXPECT_EQ(c.grpo.prompts_per_generation(), 3);
+  c.apply_overrides({"grpo.generation_batch_size=16"});
+  EXPECT_TRUE(
+      has(error_of([&] { c.validate(); }), "steps_per_generation (3) and generation_batch_size (16) are both set"));
+  c = RunConfig();
+  c.apply_overrides({"grpo.per_device_train_batch_size=4", "grpo.num_generations=4", "grpo.generation_batch_size=16"});
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.grpo.micro_batches_per_generation(), 4);
+  c.apply_overrides({"grpo.generation_batch_size=6"});
+  EXPECT_TRUE(has(error_of([&] { c.validate(); }),
+                  "generation_batch_size (6) must be a positive multiple of per_device_train_batch_size (4)"));
+  c.apply_overrides({"grpo.per_device_train_batch_size=2"});
+  EXPECT_TRUE(
+      has(error_of([&] { c.validate(); }), "generation_batch_size (6) must be divisible by num_generations (4)"));
+  // A generation batch of whole groups may be cut into micro-batches that are not.
+  c.apply_overrides({"grpo.generation_batch_size=8"});
+  EXPECT_NO_THROW(c.validate());
+  c = RunConfig();
+  c.apply_overrides({"grpo.steps_per_generation=0"});
+  EXPECT_TRUE(has(error_of([&] { c.validate(); }), "steps_per_generation (0) must be >= 1"));
+}
+
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
   EXPECT_EQ(c.sync.mode, SyncMode::async);

@@ -469,6 +469,90 @@ TEST(GrpoTrainer, AdaptiveEntropyControlStepsTheCoefficientAndResumes) {
 // GDPO (multi_objective_aggregation = normalize_then_sum) through the trainer, with a reward
 // that never varies beside one that does: each function is normalised in its group, so the
 // constant one adds nothing, and the step trains as on the varying reward alone.
+// TRL's steps_per_generation: one generation batch of generation_batch_size completions feeds
+// several optimizer steps. Derivation: at learning rate 0 the policy stays put, so two steps of one
+// micro-batch each over a generation batch of two micro-batches (steps_per_generation 2) take the
+// mean of the losses one step over both (gradient_accumulation_steps 2) takes (dapo: TRL's
+// num_items_in_batch x grad_acc / steps_per_generation; bnpo: the micro-batch mean over grad_acc).
+// With a moving policy the second step's rollouts are off-policy: the clip acts there, not on the
+// first.
+TEST(GrpoTrainer, StepsPerGenerationTrainsOptimizerStepsOnOneGenerationBatch) {
+  StepEnv env;
+  auto config = [](int ga, std::optional<int> spg, grpo::LossType type, double lr) {
+    auto g = small_grpo(0.0);
+    g.gradient_accumulation_steps = ga;
+    g.steps_per_generation = spg;
+    g.loss_type = type;
+    g.learning_rate = lr;
+    return g;
+  };
+  auto trainer = [&](model::Model& m, const grpo::GrpoConfig& g) {
+    attach_small_lora(m);
+    return std::make_unique<grpo::GrpoTrainer>(m, env.tk, *env.task, g);
+  };
+  for (auto type : {grpo::LossType::dapo, grpo::LossType::bnpo}) {
+    SCOPED_TRACE(grpo::kLossTypes(type));
+    auto ma = model::random_model(byte_config(), 11, 0.2), mb = model::random_model(byte_config(), 11, 0.2);
+    auto one = trainer(ma, config(2, std::nullopt, type, 0.0));  // 2 micro-batches per step and generation
+    auto split = trainer(mb, config(1, 2, type, 0.0));           // 1 per step, 2 per generation
+    const auto whole = one->step();
+    EXPECT_EQ(whole.samples, 8);
+    EXPECT_TRUE(split->at_generation_boundary());
+    const auto s1 = split->step();
+    EXPECT_FALSE(split->at_generation_boundary());
+    EXPECT_EQ(split->example_cursor(), 2u);  // both prompts of the generation batch at once
+    const auto s2 = split->step();
+    EXPECT_TRUE(split->at_generation_boundary());
+    EXPECT_EQ(s1.samples, 8);
+    EXPECT_EQ(s2.samples, 0) << "the second step trains on the first's rollouts";
+    EXPECT_EQ(s2.gen_seconds, 0.0);
+    EXPECT_EQ(split->example_cursor(), 2u);
+    EXPECT_EQ(s2.reward_mean, s1.reward_mean) << "a step that made none reports the batch it trained on";
+    EXPECT_EQ(s1.reward_mean, whole.reward_mean) << "the same rollouts (seeded by step and micro-batch)";
+    ASSERT_NE(whole.loss, 0.0);
+    EXPECT_NEAR((s1.loss + s2.loss) / 2, whole.loss, 1e-5 * std::abs(whole.loss));
+    EXPECT_GT(std::abs(s1.loss - s2.loss), 1e-4 * std::abs(whole.loss)) << "two different halves";
+    EXPECT_EQ(split->step().samples, 8) << "the third step generates again";
+    EXPECT_EQ(split->example_cursor(), 4u);
+  }
+  // Off-policy steps: a tight clip acts only once the policy moved since the rollouts.
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  auto g = config(1, std::nullopt, grpo::LossType::dapo, 0.1);
+  g.generation_batch_size = 8;  // = steps_per_generation 2
+  g.epsilon = 1e-3;
+  auto tr = trainer(m, g);
+  const auto on = tr->step(), off = tr->step();
+  EXPECT_EQ(on.clip_ratio, 0.0) << "on-policy: ratio 1 up to rounding";
+  EXPECT_GT(off.clip_ratio, 0.0);
+  EXPECT_LT(off.lr, on.lr) << "the schedule moves per optimizer step";
+  // A restart keeps no rollouts: it generates at once, from the next prompts.
+  test::TempDir tmp;
+  tr->step();  // a new generation batch; its second half is left
+  ASSERT_FALSE(tr->at_generation_boundary());
+  tr->save_state(tmp.str("state.pt"));
+  auto m2 = model::random_model(byte_config(), 11, 0.2);
+  auto tr2 = trainer(m2, g);
+  tr2->load_state(tmp.str("state.pt"));
+  EXPECT_TRUE(tr2->at_generation_boundary());
+  EXPECT_EQ(tr2->step().samples, 8);
+  EXPECT_EQ(tr2->example_cursor(), 6u);
+}
+
+// num_iterations (TRL's mu) counts optimizer steps: each pass over a generation batch is a step.
+TEST(GrpoTrainer, NumIterationsReusesTheGenerationBatchOverSteps) {
+  StepEnv env;
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  auto g = small_grpo(0.1);
+  g.num_iterations = 2;
+  grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+  std::vector<int64_t> samples;
+  for (int i = 0; i < 4; ++i) samples.push_back(tr.step().samples);
+  EXPECT_EQ(samples, (std::vector<int64_t>{8, 0, 8, 0}));
+  EXPECT_EQ(tr.global_step(), 4);
+  EXPECT_EQ(tr.reference_passes(), 2) << "one reference pass per generation batch";
+}
+
 TEST(GrpoTrainer, NormalizeThenSumTrainsOnTheVaryingReward) {
   StepEnv env;
   auto train = [&](std::vector<std::shared_ptr<tasks::RewardFn>> rewards) {

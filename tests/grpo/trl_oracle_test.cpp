@@ -241,6 +241,15 @@ std::map<std::string, json> all_cases() {
     c["micro_batch"] = 1;
     cases["micro/" + case_name("dapo", beta)] = c;
   }
+  // steps_per_generation 4 over gradient_accumulation_steps 2: one generation batch feeds two
+  // optimizer steps; TRL computes the loss on its fourth split (the second step's last micro-batch).
+  for (auto& type : kClippedLossTypes) {
+    json c = loss_case(b, type, kBeta);
+    c["gradient_accumulation_steps"] = 2;
+    c["steps_per_generation"] = 4;
+    c["micro_batch"] = 3;
+    cases["spg/" + type] = c;
+  }
   Batch t = truncated_batch();
   for (auto& type : kClippedLossTypes) {
     json c = loss_case(t, type, kBeta);
@@ -366,7 +375,10 @@ LossOptions options_of(const json& c, double num_items_in_batch) {
   o.top_entropy_quantile = c.value("top_entropy_quantile", o.top_entropy_quantile);
   o.entropy_coef = c.value("entropy_coef", o.entropy_coef);
   o.accumulation_steps = c.value("gradient_accumulation_steps", int64_t{1});
-  o.num_items_in_batch = num_items_in_batch;
+  // What trainer.cpp passes for a micro-batch of a generation batch of num_items_in_batch tokens.
+  o.num_items_in_batch = num_items_in_batch > 0 ? tokens_per_optimizer_step(num_items_in_batch, o.accumulation_steps,
+                                                                            c.value("steps_per_generation", 1))
+                                                : 0;
   return o;
 }
 
@@ -447,6 +459,24 @@ TEST(TrlOracle, DapoMicroBatchNormalizesByGenerationBatchTokens) {
     EXPECT_EQ(t["num_items_in_batch"].get<double>(), b.mask.sum().item<double>());
     worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(),
                                            trl().cases.at("micro/" + case_name("dapo", beta))));
+  }
+  std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
+}
+
+// A generation batch that feeds several optimizer steps (steps_per_generation 4, grad_acc 2): dapo
+// divides by the generation batch's tokens x 2 / 4 (TRL's rescaling to one accumulation window),
+// the others by grad_acc; each type's loss and gradient on the last micro-batch match TRL's.
+TEST(TrlOracle, StepsPerGenerationMicroBatchMatchesTrl) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = random_batch(2024);
+  double worst = 0;
+  for (auto& type : kClippedLossTypes) {
+    SCOPED_TRACE(type);
+    const json& t = trl().results.at("spg/" + type);
+    ASSERT_TRUE(t.contains("loss")) << t.dump();
+    EXPECT_EQ(t["rows"], json({3 * kB / 4, kB}));
+    worst = std::max(
+        worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), trl().cases.at("spg/" + type)));
   }
   std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
 }

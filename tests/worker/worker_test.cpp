@@ -138,6 +138,26 @@ TEST(Worker, LoadStepSyncLeaveTheirObjects) {
 // After the proxy folds its update, the worker's next sync adopts the new version: the next
 // delta is taken against it (base_version 1), and version 1 is version 0 plus the first delta
 // (fedavg, one update, server learning rate 1).
+// A generation batch that feeds two optimizer steps (steps_per_generation 2): the worker syncs
+// only after both, so no new global version meets rollouts sampled from an older one, and every
+// update carries the samples it trained on.
+TEST(Worker, SyncsBetweenGenerationBatches) {
+  WorkerRun r(1, 60, [](RunConfig& c) { c.grpo.steps_per_generation = 2; });
+  auto s = protocol::open_bucket(r.bucket);
+  worker::Worker w(r.options("wg"));
+  std::atomic<bool> stop{false};
+  w.step();
+  EXPECT_FALSE(w.sync_due()) << "sync_steps 1 is reached, but half the rollouts are left";
+  w.step();
+  EXPECT_TRUE(w.sync_due());
+  EXPECT_EQ(w.window().samples(), 2 * 64);  // one generation batch of 2 x 64, sampled in the first step
+  ASSERT_TRUE(w.sync(stop));
+  auto ups = r.updates(*s, "wg");
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].steps, 2);
+  EXPECT_EQ(ups[0].samples, 2 * 64);
+}
+
 TEST(Worker, AdoptsTheFoldedVersionAndDiffsAgainstIt) {
   WithProxy f("wb");
   auto& [r, s, owner, p, stop] = f;
