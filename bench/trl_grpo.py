@@ -141,7 +141,7 @@ def main():
         # transformers 5 folded warmup_ratio into warmup_steps (a float below 1 is a ratio).
         warmup_steps=g["warmup_ratio"], top_k=g["top_k"] or None, epsilon_high=g.get("epsilon_high"),
         min_p=g.get("min_p") or None, steps_per_generation=g.get("steps_per_generation"),
-        generation_batch_size=g.get("generation_batch_size"))
+        generation_batch_size=g.get("generation_batch_size"), generation_kwargs=g.get("generation_kwargs") or None)
     lora = LoraConfig(r=lc["r"], lora_alpha=lc["lora_alpha"], lora_dropout=lc["lora_dropout"], use_rslora=lc["use_rslora"],
                       target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=exact_answer, args=cfg, train_dataset=train,

@@ -27,6 +27,9 @@ ConfigTable GrpoConfig::table() {
       .add("chat_template_kwargs", &chat_template_kwargs,
            "variables for the chat template of conversational prompts, e.g. {enable_thinking = false}; an "
            "example's own override them")
+      .add("generation_kwargs", &generation_kwargs,
+           "TRL's generation_kwargs, over the knobs above: temperature, top_p, top_k, min_p, repetition_penalty, "
+           "max_new_tokens (= max_completion_length), do_sample (true)")
       .add("per_device_train_batch_size", &per_device_train_batch_size, "completions per micro-batch")
       .add("gradient_accumulation_steps", &gradient_accumulation_steps, "micro-batches per optimizer step")
       .add("steps_per_generation", &steps_per_generation,
@@ -88,6 +91,38 @@ ConfigTable GrpoConfig::table() {
       .add("mask_truncated_completions", &mask_truncated_completions, "drop completions that hit the length limit")
       .add("seed", &seed, "random seed");
   return t;
+}
+
+void GrpoConfig::apply_generation_kwargs(const std::string& source) {
+  if (!generation_kwargs.is_object())
+    throw UserError(source + ": grpo.generation_kwargs must be a table, e.g. {top_k = 50}");
+  for (const auto& [key, v] : generation_kwargs.items()) {
+    const std::string what = source + ": grpo.generation_kwargs." + key + " = " + v.dump();
+    auto number = [&]() {
+      if (!v.is_number()) throw UserError(what + " is not a number");
+      return v.get<double>();
+    };
+    auto whole = [&]() {
+      if (!v.is_number_integer()) throw UserError(what + " is not an integer");
+      return v.get<int>();
+    };
+    if (key == "temperature") temperature = number();
+    else if (key == "top_p") top_p = number();
+    else if (key == "top_k") top_k = whole();
+    else if (key == "min_p") min_p = number();
+    else if (key == "repetition_penalty") repetition_penalty = number();
+    else if (key == "max_new_tokens") max_completion_length = whole();
+    else if (key == "do_sample") {
+      if (v != true)
+        throw UserError(what + ": GRPO samples its completions",
+                        "remove it (greedy groups would have no variance to learn from)");
+    } else {
+      throw UserError(what + ": not a setting bucketrl's sampler has",
+                      "remove it; it takes temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens and "
+                      "do_sample = true, which set the [grpo] keys of those names (max_new_tokens: "
+                      "max_completion_length)");
+    }
+  }
 }
 
 void GrpoConfig::validate() const {

@@ -51,6 +51,11 @@ struct GrpoConfig {
   // Variables for the chat template of conversational prompts (e.g. enable_thinking); an
   // example's own chat_template_kwargs override these key by key.
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  // TRL's generation_kwargs: sampling settings that take precedence over the keys above. Those with
+  // a knob here (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens, do_sample
+  // = true) set it, so the log-probs use the same temperature as the sampler; other keys are
+  // refused by name.
+  nlohmann::json generation_kwargs = nlohmann::json::object();
   // Batch (TRL's): an optimizer step accumulates gradient_accumulation_steps micro-batches of
   // per_device_train_batch_size completions. Completions are generated generation_batch_size at
   // a time (generation_batch_size / G prompts), shuffled, and trained on as steps_per_generation
@@ -112,6 +117,9 @@ struct GrpoConfig {
   int prompts_per_generation() const { return completions_per_generation() / num_generations; }
 
   ConfigTable table();
+  // Moves generation_kwargs onto the knobs it names (idempotent: a resolved config reads back the
+  // same); throws UserError naming `source` and the key it cannot take.
+  void apply_generation_kwargs(const std::string& source);
   void validate() const;  // throws UserError quoting the values
 };
 

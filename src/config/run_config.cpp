@@ -103,6 +103,7 @@ void RunConfig::apply_json(const nlohmann::json& j, const std::string& source) {
     }
     it->set_from_json(body, source);
   }
+  grpo.apply_generation_kwargs(source);
 }
 
 RunConfig RunConfig::from_toml_string(const std::string& text, const std::string& source) {
@@ -168,6 +169,7 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
       throw UserError("--set " + kv + ": '" + key + "' is in several sections", "write it as section." + key);
     }
   }
+  grpo.apply_generation_kwargs("--set");  // it takes precedence over the keys it names, as in TRL
 }
 
 void RunConfig::validate() const {

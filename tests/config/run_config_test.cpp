@@ -153,6 +153,36 @@ TEST(RunConfig, GenerationBatchResolvesAsTrl) {
   EXPECT_TRUE(has(error_of([&] { c.validate(); }), "steps_per_generation (0) must be >= 1"));
 }
 
+// TRL's generation_kwargs: the keys with a [grpo] knob set it and take precedence over it (TRL
+// updates its GenerationConfig with them last); the others are refused by name.
+TEST(RunConfig, GenerationKwargsSetTheSamplingKnobs) {
+  auto c = RunConfig::from_toml_string(
+      "[grpo]\ntemperature = 1.0\ngeneration_kwargs = {top_k = 50, temperature = 0.7, max_new_tokens = 64, "
+      "do_sample = true}\n",
+      "run.toml");
+  EXPECT_EQ(c.grpo.top_k, 50);
+  EXPECT_DOUBLE_EQ(c.grpo.temperature, 0.7);
+  EXPECT_EQ(c.grpo.max_completion_length, 64);
+  c.apply_overrides({"grpo.temperature=1.0"});
+  EXPECT_DOUBLE_EQ(c.grpo.temperature, 0.7) << "generation_kwargs take precedence";
+  // The resolved config reads back the same (run.json).
+  RunConfig back;
+  back.apply_json(c.to_json(), "run.json");
+  EXPECT_DOUBLE_EQ(back.grpo.temperature, 0.7);
+  EXPECT_EQ(back.grpo.top_k, 50);
+  RunConfig n;
+  n.apply_json({{"grpo", {{"top_k", 20}, {"generation_kwargs", {{"top_k", 0}, {"min_p", 0.05}}}}}}, "run.json");
+  EXPECT_EQ(n.grpo.top_k, 0);
+  EXPECT_EQ(n.grpo.min_p, 0.05);
+  std::string e =
+      error_of([] { RunConfig::from_toml_string("[grpo]\ngeneration_kwargs = {num_beams = 4}\n", "run.toml"); });
+  EXPECT_TRUE(has(e, "run.toml: grpo.generation_kwargs.num_beams = 4: not a setting")) << e;
+  e = error_of([] { RunConfig::from_toml_string("[grpo]\ngeneration_kwargs = {do_sample = false}\n", "run.toml"); });
+  EXPECT_TRUE(has(e, "GRPO samples its completions")) << e;
+  e = error_of([&] { c.apply_overrides({R"(grpo.generation_kwargs={"top_p": "high"})"}); });
+  EXPECT_TRUE(has(e, "grpo.generation_kwargs.top_p = \"high\" is not a number")) << e;
+}
+
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
   EXPECT_EQ(c.sync.mode, SyncMode::async);
