@@ -14,6 +14,9 @@ bool normalizes_by_batch_tokens(LossType t) {
 ConfigTable GrpoConfig::table() {
   ConfigTable t("grpo");
   t.add("num_generations", &num_generations, "completions per prompt (G), >= 2")
+      .add("num_generations_eval", &num_generations_eval,
+           "the evaluator's k: answers sampled per held-out prompt for pass@1 / pass@k when train.eval_pass_k "
+           "= -1 (default: num_generations)")
       .add("max_prompt_length", &max_prompt_length, "max prompt tokens (left-truncated)")
       .add("max_completion_length", &max_completion_length, "max new tokens per completion")
       .add("temperature", &temperature, "sampling temperature (> 0)")
@@ -134,6 +137,8 @@ void GrpoConfig::validate() const {
   };
   if (num_generations < 2)
     fail("num_generations (" + q(num_generations) + ") must be >= 2: group-relative advantages need a group");
+  if (num_generations_eval && *num_generations_eval < 1)
+    fail("num_generations_eval (" + q(*num_generations_eval) + ") must be >= 1", "or leave it unset: num_generations");
   if (per_device_train_batch_size < 1)
     fail("per_device_train_batch_size (" + q(per_device_train_batch_size) + ") must be >= 1");
   if (gradient_accumulation_steps < 1)

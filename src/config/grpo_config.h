@@ -40,9 +40,10 @@ bool normalizes_by_batch_tokens(LossType t);
 
 struct GrpoConfig {
   // Generation
-  int num_generations = 8;          // G: completions per prompt
-  int max_prompt_length = 512;      // tokens; longer prompts are truncated from the left
-  int max_completion_length = 256;  // tokens per completion
+  int num_generations = 8;                  // G: completions per prompt
+  std::optional<int> num_generations_eval;  // answers sampled per held-out prompt for pass@k (default: G)
+  int max_prompt_length = 512;              // tokens; longer prompts are truncated from the left
+  int max_completion_length = 256;          // tokens per completion
   double temperature = 1.0;
   double top_p = 1.0;
   int top_k = 0;                    // 0 = off (TRL: None)
@@ -107,6 +108,7 @@ struct GrpoConfig {
   int seed = 42;
 
   double eps_high() const { return epsilon_high.value_or(epsilon); }
+  int eval_generations() const { return num_generations_eval.value_or(num_generations); }
   // Resolved as TRL resolves them (validate() checks they are consistent).
   int micro_batches_per_generation() const {
     if (steps_per_generation) return *steps_per_generation;

@@ -73,7 +73,7 @@ ConfigTable train_table(TrainConfig& c) {
       .add("eval_temperature", &c.eval_temperature, "0 = greedy")
       .add("eval_pass_k", &c.eval_pass_k,
            "the evaluator's pass@1 and pass@k from k answers sampled per held-out prompt as the rollouts "
-           "sample: -1 = k is grpo.num_generations, 0 = off")
+           "sample: -1 = k is grpo.num_generations_eval (unset: grpo.num_generations), 0 = off")
       .add("eval_pass_samples", &c.eval_pass_samples,
            "answers sampled per held-out prompt for pass@1 and pass@k, n >= k (0 = k): with n > k both "
            "come from the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al. 2021) and vary less "
@@ -184,8 +184,8 @@ void RunConfig::validate() const {
     one_of("device", model.device, {"auto", "cpu", "cuda"}, "use auto, cpu, cuda or cuda:N");
   if (train.eval_pass_k < -1)
     throw UserError("train.eval_pass_k = " + std::to_string(train.eval_pass_k) + " is not valid",
-                    "use -1 (k = grpo.num_generations), 0 (off) or k >= 1");
-  if (const int k = train.eval_pass_k < 0 ? grpo.num_generations : train.eval_pass_k;
+                    "use -1 (k = grpo.num_generations_eval or grpo.num_generations), 0 (off) or k >= 1");
+  if (const int k = train.eval_pass_k < 0 ? grpo.eval_generations() : train.eval_pass_k;
       train.eval_pass_samples != 0 && (k == 0 || train.eval_pass_samples < k))
     throw UserError("train.eval_pass_samples = " + std::to_string(train.eval_pass_samples) +
                         " is not valid with pass@k for k = " + std::to_string(k),

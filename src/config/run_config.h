@@ -40,7 +40,7 @@ struct TrainConfig {
   std::optional<int> num_completions_to_print;
   int eval_max_examples = 200;
   double eval_temperature = 0.0;  // greedy
-  int eval_pass_k = -1;           // the evaluator's pass@k samples per prompt: -1 = num_generations, 0 = off
+  int eval_pass_k = -1;           // the evaluator's pass@k samples per prompt: -1 = grpo.eval_generations(), 0 = off
   int eval_pass_samples = 0;      // answers sampled per prompt for it, n >= k (0 = k): less noise
   int threads = 0;                // 0 = all cores
 };

@@ -57,7 +57,7 @@ std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double
 
 PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k, int eval_pass_samples) {
   PassAtKOptions p;
-  p.k = eval_pass_k < 0 ? g.num_generations : eval_pass_k;
+  p.k = eval_pass_k < 0 ? g.eval_generations() : eval_pass_k;
   p.n = eval_pass_samples;
   p.temperature = g.temperature;
   p.top_k = g.top_k;

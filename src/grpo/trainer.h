@@ -76,7 +76,8 @@ struct PassAtKOptions {
   double top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0;
   uint64_t seed = 0;
 };
-// train.eval_pass_k: -1 = G (num_generations), 0 = off, else k; train.eval_pass_samples: n.
+// train.eval_pass_k: -1 = g.eval_generations() (num_generations_eval, else G), 0 = off, else k;
+// train.eval_pass_samples: n.
 PassAtKOptions pass_at_k_options(const GrpoConfig& g, int eval_pass_k, int eval_pass_samples = 0);
 
 // The unbiased estimator of pass@k from n samples of which c passed (Chen et al. 2021,

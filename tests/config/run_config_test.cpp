@@ -183,6 +183,16 @@ TEST(RunConfig, GenerationKwargsSetTheSamplingKnobs) {
   EXPECT_TRUE(has(e, "grpo.generation_kwargs.top_p = \"high\" is not a number")) << e;
 }
 
+TEST(RunConfig, NumGenerationsEvalBoundsTheEvaluatorsSamples) {
+  RunConfig c;
+  c.apply_overrides({"grpo.num_generations_eval=4", "train.eval_pass_samples=3"});
+  EXPECT_TRUE(has(error_of([&] { c.validate(); }), "eval_pass_samples = 3 is not valid with pass@k for k = 4"));
+  c.apply_overrides({"train.eval_pass_samples=6"});
+  EXPECT_NO_THROW(c.validate());
+  c.apply_overrides({"grpo.num_generations_eval=0", "train.eval_pass_samples=0"});
+  EXPECT_TRUE(has(error_of([&] { c.validate(); }), "num_generations_eval (0) must be >= 1"));
+}
+
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
   EXPECT_EQ(c.sync.mode, SyncMode::async);

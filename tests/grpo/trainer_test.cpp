@@ -217,6 +217,18 @@ struct EvenFirstByte : tasks::RewardFn {
   }
 };
 
+// TRL's num_generations_eval: the evaluator's sampled answers per prompt (k of pass@k) when
+// train.eval_pass_k is -1; an explicit k still wins.
+TEST(Evaluate, NumGenerationsEvalIsTheDefaultK) {
+  grpo::GrpoConfig g;
+  g.num_generations = 8;
+  EXPECT_EQ(grpo::pass_at_k_options(g, -1).k, 8);
+  g.num_generations_eval = 4;
+  EXPECT_EQ(grpo::pass_at_k_options(g, -1).k, 4);
+  EXPECT_EQ(grpo::pass_at_k_options(g, 2).k, 2);
+  EXPECT_EQ(grpo::pass_at_k_options(g, 0).k, 0);
+}
+
 TEST(Evaluate, PassAtKCountsTheSampledAnswers) {
   StepEnv env;
   auto m = model::random_model(byte_config(), 11, 0.2);
