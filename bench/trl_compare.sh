@@ -43,7 +43,7 @@ if [[ ! -f $base/model.safetensors ]]; then
 fi
 cfg=$out/run.json
 "$BRL" demo --recipe "$recipe" --print-config --set "model.path=$base" "${sets[@]}" > "$cfg"
-per_step=$("$PY" -c "import json,sys; g=json.load(open(sys.argv[1]))['grpo']; print(g['per_device_train_batch_size'] // g['num_generations'])" "$cfg")
+per_step=$("$PY" -c "import json,sys; g=json.load(open(sys.argv[1]))['grpo']; print(-(-g['per_device_train_batch_size'] * g['gradient_accumulation_steps'] // g['num_generations']))" "$cfg")
 "$BRL" dataset --config "$cfg" --num $((steps * per_step)) > "$out/train.jsonl"
 "$BRL" dataset --config "$cfg" --split eval > "$out/eval.jsonl"
 

@@ -49,6 +49,8 @@ ConfigTable GrpoConfig::table() {
       .add("max_grad_norm", &max_grad_norm, "gradient clipping norm, 0 = off")
       .add("gradient_checkpointing", &gradient_checkpointing,
            "recompute each decoder layer in backward instead of keeping its activations")
+      .add("disable_dropout", &disable_dropout,
+           "no dropout while training (the adapter's lora.lora_dropout): log-probs as the sampler's")
       .add("auto_find_batch_size", &auto_find_batch_size,
            "on running out of memory, halve the training micro-batch, or the prompts generated at once, and retry")
       .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")

@@ -74,6 +74,9 @@ struct GrpoConfig {
   // transformers' gradient_checkpointing: keep each decoder layer's input, not its
   // activations, and recompute the layer in backward (model/checkpoint.h).
   bool gradient_checkpointing = false;
+  // TRL's disable_dropout: no dropout while training (here the adapter's lora_dropout), so the
+  // policy's log-probs are the sampler's, and the on-policy ratio is 1.
+  bool disable_dropout = false;
   // transformers' auto_find_batch_size: when a training micro-batch runs out of memory, halve
   // it and retry; when generation does, generate the step's prompts in halves. The prompts and
   // completions per step stay. A worker on a smaller GPU then trains instead of crashing.

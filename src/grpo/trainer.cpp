@@ -352,7 +352,7 @@ void PolicyOptimizer::reference_pass(PolicyBatch& b) {
 PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double lr) {
   const auto dev = m_.device();
   const auto idx = torch::TensorOptions().dtype(torch::kLong).device(dev);
-  m_.training = true;
+  m_.training = !cfg_.disable_dropout;  // the LoRA branch's dropout
   m_.gradient_checkpointing = cfg_.gradient_checkpointing;
   LossOptions lo = loss_options(cfg_);
   const bool need_entropy = lo.top_entropy_quantile < 1 || entropy_.enabled();

@@ -550,6 +550,29 @@ TEST(GrpoTrainer, StepsPerGenerationTrainsOptimizerStepsOnOneGenerationBatch) {
   EXPECT_EQ(tr2->example_cursor(), 6u);
 }
 
+// TRL's disable_dropout: with it an adapter that has lora_dropout trains as one without; without
+// it the dropout masks change the step.
+TEST(GrpoTrainer, DisableDropoutTrainsAsWithoutDropout) {
+  StepEnv env;
+  auto run = [&](double dropout, bool disable) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    LoraConfig lc;
+    lc.r = 2;
+    lc.target_modules = {"all-linear"};
+    lc.lora_dropout = dropout;
+    lora::attach(m, lc);
+    auto g = small_grpo(0.0);
+    g.disable_dropout = disable;
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    tr.step();
+    tr.step();  // the second step's forward passes go through a nonzero B, where dropout shows
+    return lora_b(m);
+  };
+  const at::Tensor plain = run(0.0, false);
+  EXPECT_TRUE(torch::equal(run(0.5, true), plain));
+  EXPECT_FALSE(torch::allclose(run(0.5, false), plain, 1e-4, 1e-6));
+}
+
 // num_iterations (TRL's mu) counts optimizer steps: each pass over a generation batch is a step.
 TEST(GrpoTrainer, NumIterationsReusesTheGenerationBatchOverSteps) {
   StepEnv env;
