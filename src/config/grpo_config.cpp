@@ -95,13 +95,35 @@ ConfigTable GrpoConfig::table() {
            "normalised in its group, then the weighted sum over the batch; scale_rewards unused)")
       .add("mask_truncated_completions", &mask_truncated_completions, "drop completions that hit the length limit")
       .add("seed", &seed, "random seed");
+  // TRL's GRPOConfig keys without a counterpart here, for configs carried over from TRL.
+  const std::string engine =
+      "bucketrl samples with its own decoder (a static KV cache and CUDA graphs on a GPU) and trains on its "
+      "log-probabilities";
+  t.foreign("use_vllm", engine)
+      .foreign("vllm_*", engine)
+      .foreign("use_transformers_continuous_batching", engine)
+      .foreign("transformers_continuous_batching_config", engine)
+      .foreign("use_transformers_paged", engine)
+      .foreign("cache_implementation", engine)
+      .foreign("sync_ref_model",
+               "the reference is the base with the adapter off, as in TRL with PEFT (which refuses sync_ref_model "
+               "too)")
+      .foreign("ref_model_mixup_alpha", "no reference model is synced (see sync_ref_model)")
+      .foreign("ref_model_sync_steps", "no reference model is synced (see sync_ref_model)")
+      .foreign("max_tool_calling_iterations", "completions are single-turn; there is no tool calling")
+      .foreign("model_init_kwargs", "the model is [model] path (a Hugging Face folder), its dtype [model] dtype")
+      .foreign("log_completions_hub_repo", "completions go to <output_dir>/completions.jsonl and worker logs")
+      .foreign("ds3_gather_for_generation", "there is no DeepSpeed: each worker holds the whole model");
   return t;
 }
 
 void GrpoConfig::apply_generation_kwargs(const std::string& source) {
   if (!generation_kwargs.is_object())
     throw UserError(source + ": grpo.generation_kwargs must be a table, e.g. {top_k = 50}");
-  for (const auto& [key, v] : generation_kwargs.items()) {
+  for (const auto& item : generation_kwargs.items()) {
+    // Not a structured binding: clang 14 (the sanitizer build) cannot capture one in a lambda.
+    const std::string& key = item.key();
+    const nlohmann::json& v = item.value();
     const std::string what = source + ": grpo.generation_kwargs." + key + " = " + v.dump();
     auto number = [&]() {
       if (!v.is_number()) throw UserError(what + " is not a number");

@@ -101,6 +101,14 @@ void RunConfig::apply_json(const nlohmann::json& j, const std::string& source) {
       throw UserError(source + ": unknown section [" + section + "]",
                       "did you mean [" + nearest_name(section, names) + "]?");
     }
+    // TRL keeps every knob in one config: a key of another section says which.
+    if (body.is_object())
+      for (const auto& item : body.items())
+        if (!it->has(item.key()))
+          for (auto& t : ts)
+            if (t.has(item.key()))
+              throw UserError(source + ": " + item.key() + " is not in [" + section + "] but in [" + t.section() + "]",
+                              "move it to [" + t.section() + "]");
     it->set_from_json(body, source);
   }
   grpo.apply_generation_kwargs(source);
@@ -161,6 +169,9 @@ void RunConfig::apply_overrides(const std::vector<std::string>& kvs) {
     if (owners.size() == 1) {
       owners[0]->set_from_override(kv);
     } else if (owners.empty()) {
+      for (auto& t : ts)
+        if (std::string why = t.foreign_reason(key); !why.empty())
+          throw UserError("--set " + kv + ": " + key + " is not a bucketrl setting: " + why, "remove it");
       std::vector<std::string> all;
       for (auto& t : ts)
         for (auto& f : t.fields()) all.push_back(t.section() + "." + f.name);

@@ -135,9 +135,12 @@ void ConfigTable::set_from_json(const nlohmann::json& obj, const std::string& so
     const std::string& k = item.key();
     const nlohmann::json& v = item.value();
     auto it = std::find_if(fields_.begin(), fields_.end(), [&](auto& f) { return f.name == k; });
-    if (it == fields_.end())
+    if (it == fields_.end()) {
+      if (std::string why = foreign_reason(k); !why.empty())
+        throw UserError(source + ": [" + section_ + "] " + k + " is not a bucketrl setting: " + why, "remove it");
       throw UserError(source + ": unknown key '" + k + "' in [" + section_ + "]",
                       "did you mean '" + nearest_name(k, names) + "'?");
+    }
     set_one(*it, v, source);
   }
 }
@@ -150,6 +153,12 @@ void ConfigTable::set_from_override(const std::string& kv) {
   nlohmann::json v = nlohmann::json::parse(val, nullptr, false);
   if (v.is_discarded()) v = val;
   set_from_json(nlohmann::json{{key, v}}, "command line");
+}
+
+std::string ConfigTable::foreign_reason(const std::string& key) const {
+  for (const auto& [name, why] : foreign_)
+    if (name == key || (name.ends_with('*') && key.starts_with(name.substr(0, name.size() - 1)))) return why;
+  return {};
 }
 
 bool ConfigTable::has(const std::string& name) const {

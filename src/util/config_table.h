@@ -66,6 +66,15 @@ class ConfigTable {
     return add(std::move(name), EnumRef{ptr, get, set, names.names}, std::move(help));
   }
 
+  // A key of another tool's config (TRL's) that this table lacks on purpose: set_from_json
+  // refuses it with `why` instead of a "did you mean". A name ending in '*' is a prefix.
+  ConfigTable& foreign(std::string name, std::string why) {
+    foreign_.emplace_back(std::move(name), std::move(why));
+    return *this;
+  }
+  // Why `key` is refused (foreign), or empty.
+  std::string foreign_reason(const std::string& key) const;
+
   // Sets every key of obj; throws UserError naming `source`, the section and the key.
   void set_from_json(const nlohmann::json& obj, const std::string& source);
   // "key=value" (value parsed as JSON when it parses, else as a string). A nlohmann::json
@@ -83,6 +92,7 @@ class ConfigTable {
   void set_one(const Field& f, const nlohmann::json& v, const std::string& source);
   std::string section_;
   std::vector<Field> fields_;
+  std::vector<std::pair<std::string, std::string>> foreign_;
 };
 
 // The known name closest to `name` (one it abbreviates, else by edit distance), for "did you

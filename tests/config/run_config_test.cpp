@@ -193,6 +193,30 @@ TEST(RunConfig, NumGenerationsEvalBoundsTheEvaluatorsSamples) {
   EXPECT_TRUE(has(error_of([&] { c.validate(); }), "num_generations_eval (0) must be >= 1"));
 }
 
+// A config carried over from TRL: its keys without a counterpart here are refused with the
+// reason, and a knob TRL keeps in GRPOConfig but bucketrl in another section names that section.
+TEST(RunConfig, TrlKeysWithoutACounterpartSayWhy) {
+  auto from = [](const std::string& toml) { return error_of([&] { RunConfig::from_toml_string(toml, "run.toml"); }); };
+  std::string e = from("[grpo]\nuse_vllm = true\n");
+  EXPECT_TRUE(has(e, "run.toml: [grpo] use_vllm is not a bucketrl setting: bucketrl samples with its own decoder"))
+      << e;
+  EXPECT_TRUE(has(e, "remove it")) << e;
+  e = from("[grpo]\nvllm_gpu_memory_utilization = 0.3\n");
+  EXPECT_TRUE(has(e, "vllm_gpu_memory_utilization is not a bucketrl setting")) << e;
+  e = from("[grpo]\nsync_ref_model = true\n");
+  EXPECT_TRUE(has(e, "the reference is the base with the adapter off")) << e;
+  e = from("[grpo]\nlogging_steps = 5\n");
+  EXPECT_TRUE(has(e, "run.toml: logging_steps is not in [grpo] but in [train]")) << e;
+  EXPECT_TRUE(has(e, "move it to [train]")) << e;
+  e = from("[grpo]\nlearning_rat = 1e-5\n");  // a typo still gets the nearest name
+  EXPECT_TRUE(has(e, "did you mean 'learning_rate'")) << e;
+  RunConfig c;
+  e = error_of([&] { c.apply_overrides({"use_vllm=true"}); });
+  EXPECT_TRUE(has(e, "--set use_vllm=true: use_vllm is not a bucketrl setting")) << e;
+  e = error_of([&] { c.apply_overrides({"grpo.vllm_mode=colocate"}); });
+  EXPECT_TRUE(has(e, "[grpo] vllm_mode is not a bucketrl setting")) << e;
+}
+
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
   EXPECT_EQ(c.sync.mode, SyncMode::async);
