@@ -668,6 +668,7 @@ void GrpoTrainer::load_state(const std::string& path) {
   a.read("cursor", c);
   step_ = s.item<int64_t>();
   cursor_ = static_cast<uint64_t>(c.item<int64_t>());
+  rollouts_.reset();  // sampled before the state: the next step samples anew
   // Adaptive entropy control's state (TRL's entropy_ctrl_state.json); states from before it keep
   // the configured start.
   at::Tensor coef, last;
@@ -766,6 +767,7 @@ void GrpoTrainer::load_portable_state(const std::string& bytes, const std::strin
   if (coef) policy_->entropy_control().restore(*coef, *last);
   step_ = *step;
   cursor_ = static_cast<uint64_t>(*cursor);
+  rollouts_.reset();
 }
 
 }  // namespace brl::grpo

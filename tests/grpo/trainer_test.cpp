@@ -548,6 +548,10 @@ TEST(GrpoTrainer, StepsPerGenerationTrainsOptimizerStepsOnOneGenerationBatch) {
   EXPECT_TRUE(tr2->at_generation_boundary());
   EXPECT_EQ(tr2->step().samples, 8);
   EXPECT_EQ(tr2->example_cursor(), 6u);
+  // So does a trainer that loads a state over rollouts of its own.
+  tr->load_portable_state(tr->portable_state(), "state");
+  EXPECT_TRUE(tr->at_generation_boundary());
+  EXPECT_EQ(tr->step().samples, 8);
 }
 
 // TRL's disable_dropout: with it an adapter that has lora_dropout trains as one without; without
