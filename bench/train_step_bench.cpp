@@ -17,9 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>

@@ -254,18 +254,22 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
   return b;
 }
 
-PolicyBatch PolicyBatch::to(const at::Device& device) const {
-  PolicyBatch b = *this;
+namespace {
+// b with f applied to each of its defined tensors.
+template <class F>
+PolicyBatch map_tensors(PolicyBatch b, const F& f) {
   for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages, &b.ref_logps})
-    if (t->defined()) *t = t->to(device);
+    if (t->defined()) *t = f(*t);
   return b;
+}
+}  // namespace
+
+PolicyBatch PolicyBatch::to(const at::Device& device) const {
+  return map_tensors(*this, [&](const at::Tensor& t) { return t.to(device); });
 }
 
 PolicyBatch PolicyBatch::rows(const at::Tensor& index) const {
-  PolicyBatch b = *this;
-  for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages, &b.ref_logps})
-    if (t->defined()) *t = t->index_select(0, index.to(t->device()));
-  return b;
+  return map_tensors(*this, [&](const at::Tensor& t) { return t.index_select(0, index.to(t.device())); });
 }
 
 namespace {
