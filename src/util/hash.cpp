@@ -62,6 +62,9 @@ std::optional<std::string> base64_decode(std::string_view text) {
                           reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
   if (k < 0) return std::nullopt;
   out.resize(static_cast<size_t>(k) - pad);  // EVP_DecodeBlock counts the padding as zero bytes
+  // Canonical only (RFC 4648 3.5): the last character's unused bits must be zero, or one
+  // signature or key would have several spellings ("QQ==" and "QR==" both decode to "A").
+  if (base64_encode(out) != text) return std::nullopt;
   return out;
 }
 

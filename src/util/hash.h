@@ -17,7 +17,8 @@ std::string to_hex(const unsigned char* p, size_t n);
 std::optional<std::string> from_hex(std::string_view hex);
 // Standard base64 (RFC 4648, '+/', padded).
 std::string base64_encode(std::string_view bytes);
-// Strict: nullopt unless `text` is padded standard base64 (no whitespace).
+// Strict: nullopt unless `text` is the canonical padded standard base64 of some bytes (no
+// whitespace, zero unused bits).
 std::optional<std::string> base64_decode(std::string_view text);
 
 }  // namespace brl

@@ -180,7 +180,7 @@ TEST(Codings, Rfc4648Base64AndHex) {
     EXPECT_EQ(base64_encode(plain), coded);
     EXPECT_EQ(base64_decode(coded).value(), plain);
   }
-  for (const char* bad : {"Zg=", "Zg", "Z===", "Zm 9v", "Zm9v\n", "Zm=v", "Zm9*"})
+  for (const char* bad : {"Zg=", "Zg", "Z===", "Zm 9v", "Zm9v\n", "Zm=v", "Zm9*", "Zh==", "Zm9="})
     EXPECT_FALSE(base64_decode(bad)) << bad;
   EXPECT_EQ(from_hex("00fFa0").value(), std::string("\x00\xff\xa0", 3));
   EXPECT_FALSE(from_hex("abc"));
