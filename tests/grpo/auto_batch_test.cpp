@@ -6,7 +6,9 @@
 // without a cap, in this process): loss and every adapter parameter after AdamW. A cap that
 // not even one sequence fits, or the knob off, ends in an error naming the fix; errors other
 // than running out of memory are not retried.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -102,8 +104,9 @@ struct Outcome {
 // In a child: one step on a batch of shape `sh` from micro-batch `start` under an
 // address-space cap: what the process holds plus `footprints` times the peak memory a step of
 // the usual batch in micro-batches of 4 rows takes, measured on a throwaway model after a
-// warm-up (so the measured model starts as the reference does). What the warm-up freed stays
-// reserved by the allocator and is reused under the cap. Adapter parameters go to params_path.
+// warm-up (so the measured model starts as the reference does) and with the free memory handed
+// back (tcmalloc keeps what the warm-up freed, and a step reusing it would measure ~0). Address
+// space still mapped (VmSize) stays usable under the cap. Adapter parameters go to params_path.
 Outcome capped_step(Shape sh, int64_t start, double footprints, bool auto_find, const std::string& params_path) {
   const std::string out = params_path + ".outcome";
   const pid_t pid = fork();
@@ -114,8 +117,12 @@ Outcome capped_step(Shape sh, int64_t start, double footprints, bool auto_find, 
       auto w = make_model();
       auto wb = make_batch(w);
       grpo::PolicyOptimizer po(w, grpo_config(4, false));
-      po.optimize(wb, 1e-3);                          // allocator arenas, BLAS buffers: what any step needs once
-      std::ofstream("/proc/self/clear_refs") << "5";  // restarts VmHWM, the peak resident set
+      po.optimize(wb, 1e-3);  // allocator arenas, BLAS buffers: what any step needs once
+      // Free memory back to the system, then restart VmHWM, the peak resident set.
+      malloc_trim(0);
+      if (auto release = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory")))
+        release();  // tcmalloc's (linked where found)
+      std::ofstream("/proc/self/clear_refs") << "5";
       const int64_t before = status_bytes("VmRSS:");
       po.optimize(wb, 1e-3);
       footprint = status_bytes("VmHWM:") - before;
