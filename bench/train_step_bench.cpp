@@ -7,6 +7,11 @@
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 //                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
 //                    [--gradient-checkpointing] [--entropy-coef C] [--adaptive-entropy TARGET]
+//                    [--micro-batch M] [--varied-lengths]
+// --varied-lengths: prompts of Lp/2..Lp and completions of 1..Lc tokens (uniform, seeded), cut
+// into micro-batches of M rows as a shuffled generation batch is; the step is timed with each
+// micro-batch forwarding its own window (as the trainer does), over the whole width (as before
+// windows), and with the rows sorted by length (grpo.group_by_length), in turns.
 // On cuda the ceiling is the GPU's matrix product in the step's dtype (8192^2), and the base is
 // moved there in that dtype with the adapter in f32. --profile writes a Kineto trace of one more
 // step (host ops; kernels and copies on a GPU): bench/trace_summary.py sets it beside PEFT's.
@@ -20,6 +25,7 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -58,7 +64,8 @@ int main(int argc, char** argv) {
   std::string shape = "small";
   int64_t batch = -1, prompt = -1, completion = -1, r = 16, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
-  bool json = false, ckpt = false;
+  int64_t micro = -1;
+  bool json = false, ckpt = false, varied = false;
   double entropy_coef = 0;  // > 0: TRL's entropy bonus (the LM head's entropy with its gradient)
   // Adaptive entropy control with this entropy_target: -1 measures the entropy every step and
   // never applies the bonus (the detached entropy's cost); a large target applies it from step 2.
@@ -75,6 +82,10 @@ int main(int argc, char** argv) {
       ckpt = true;
       continue;
     }
+    if (a == "--varied-lengths") {
+      varied = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "%s needs a value\n", a.c_str());
       return 2;
@@ -85,6 +96,7 @@ int main(int argc, char** argv) {
     else if (a == "--prompt") prompt = std::stoll(v);
     else if (a == "--completion") completion = std::stoll(v);
     else if (a == "--r") r = std::stoll(v);
+    else if (a == "--micro-batch") micro = std::stoll(v);
     else if (a == "--repeats") repeats = std::max<int64_t>(1, std::stoll(v));
     else if (a == "--threads") threads = std::stoi(v);
     else if (a == "--profile") profile = v;
@@ -130,8 +142,9 @@ int main(int argc, char** argv) {
   grpo::GrpoConfig g;
   g.num_generations = 8;
   g.max_completion_length = static_cast<int>(completion);
-  g.per_device_train_batch_size = static_cast<int>(batch);  // one micro-batch, as the PyTorch side
-  // (smaller after running out of memory, auto_find_batch_size: the output says so)
+  // One micro-batch by default, as the PyTorch side (smaller after running out of memory,
+  // auto_find_batch_size: the output says so).
+  g.per_device_train_batch_size = static_cast<int>(micro > 0 ? std::min(micro, batch) : batch);
   g.beta = 0;
   g.num_iterations = 1;
   g.loss_type = grpo::LossType::grpo;
@@ -150,6 +163,19 @@ int main(int argc, char** argv) {
   pb.pos = model::positions_from_mask(pb.attn);
   pb.completion_mask = at::ones({batch, completion}, at::kFloat);
   pb.advantages = at::randn({batch}, at::kDouble);
+  if (varied) {  // left-padded prompts, right-padded completions, as policy_batch lays them out
+    std::mt19937_64 rng(7);
+    for (int64_t i = 0; i < batch; ++i) {
+      const int64_t p = std::uniform_int_distribution<int64_t>(std::max<int64_t>(1, prompt / 2), prompt)(rng);
+      const int64_t c = std::uniform_int_distribution<int64_t>(1, completion)(rng);
+      pb.attn[i].narrow(0, 0, prompt - p).fill_(false);
+      pb.attn[i].narrow(0, prompt + c, completion - c).fill_(false);
+      pb.completion_mask[i].narrow(0, c, completion - c).fill_(0);
+      pb.prompt_tokens.push_back(p);
+      pb.completion_tokens.push_back(c);
+    }
+    pb.pos = model::positions_from_mask(pb.attn);
+  }
   {  // The generating policy's log-probs, as generation would have kept them.
     torch::NoGradGuard ng;
     pb = pb.to(dev);  // the step's inputs already on the device, as the timed step would move them once
@@ -157,11 +183,27 @@ int main(int argc, char** argv) {
     pb.old_logps = m.token_logprobs(h.slice(1, prompt - 1, prompt + completion - 1), pb.ids.slice(1, prompt), 1.0);
   }
 
-  std::vector<double> t;
+  std::vector<double> t, whole, grouped;
   double loss = 0;
   model::reset_peak_memory(dev);
+  grpo::PolicyBatch full = pb;  // every micro-batch over the batch's whole width
+  full.prompt_tokens.clear(), full.completion_tokens.clear();
+  // grpo.group_by_length: the step's rows (here all) sorted by length into its micro-batches
+  const grpo::PolicyBatch sorted =
+      varied ? pb.rows(torch::tensor(grpo::length_grouped_order(pb, batch), torch::kLong)) : pb;
+  auto timed = [&](const grpo::PolicyBatch& b) {
+    return bench::seconds_of([&] {
+      loss = po.optimize(b, 1e-6).loss;
+      sync();
+    });
+  };
   po.optimize(pb, 1e-6);  // warm-up (allocator, OpenBLAS buffers)
-  for (int64_t i = 0; i < repeats; ++i) t.push_back(bench::seconds_of([&] { loss = po.optimize(pb, 1e-6).loss; }));
+  if (varied) po.optimize(full, 1e-6), po.optimize(sorted, 1e-6);
+  for (int64_t i = 0; i < repeats; ++i) {  // in turns, so that drift hits each alike
+    if (varied) whole.push_back(timed(full)), grouped.push_back(timed(sorted));
+    t.push_back(timed(pb));
+  }
+  const double whole_sec = varied ? bench::median(whole) : 0, grouped_sec = varied ? bench::median(grouped) : 0;
   if (!profile.empty()) {  // Kineto: host ops, and on a GPU its kernels and memory copies
     namespace tp = torch::profiler::impl;
     std::set<tp::ActivityType> acts{tp::ActivityType::CPU};
@@ -182,11 +224,13 @@ int main(int argc, char** argv) {
         "\"batch\": %lld, \"prompt\": %lld, \"completion\": %lld, "
         "\"r\": %lld, \"threads\": %d, \"step_seconds\": %.4f, \"tokens_per_second\": %.1f, \"step_gflop\": %.2f, "
         "\"gflops\": %.1f, \"gemm_ceiling_gflops\": %.1f, \"fraction_of_ceiling\": %.4f, \"loss\": %.6f, "
-        "\"gradient_checkpointing\": %s, \"micro_batch\": %lld, \"peak_memory_gb\": %.3f}\n",
+        "\"gradient_checkpointing\": %s, \"micro_batch\": %lld, \"peak_memory_gb\": %.3f, \"varied_lengths\": %s, "
+        "\"whole_width_step_seconds\": %.4f, \"group_by_length_step_seconds\": %.4f}\n",
         device.c_str(), dtype.c_str(), shape.c_str(), static_cast<long long>(cfg.num_parameters()),
         static_cast<long long>(batch), static_cast<long long>(prompt), static_cast<long long>(completion),
         static_cast<long long>(r), threads, sec, tokens / sec, flops / 1e9, flops / sec / 1e9, ceiling / 1e9,
-        flops / sec / ceiling, loss, ckpt ? "true" : "false", static_cast<long long>(po.micro_batch_size()), peak_gb);
+        flops / sec / ceiling, loss, ckpt ? "true" : "false", static_cast<long long>(po.micro_batch_size()), peak_gb,
+        varied ? "true" : "false", whole_sec, grouped_sec);
   } else {
     std::printf(
         "%s %s %s: %lld x %lld tokens, step %.3f s (median of %lld), %.0f tokens/s, %.1f GFLOP/step = %.1f GFLOP/s, "
@@ -195,10 +239,17 @@ int main(int argc, char** argv) {
         static_cast<long long>(prompt + completion), sec, static_cast<long long>(repeats), tokens / sec, flops / 1e9,
         flops / sec / 1e9, 100 * flops / sec / ceiling, ceiling / 1e9, peak_gb,
         dev.is_cuda() ? "tensors allocated" : "process resident set", ckpt ? ", gradient checkpointing" : "",
-        po.micro_batch_size() < batch ? (", out of memory at " + std::to_string(batch) + " rows: micro-batches of " +
-                                         std::to_string(po.micro_batch_size()))
-                                            .c_str()
-                                      : "");
+        po.micro_batch_size() < g.per_device_train_batch_size
+            ? (", out of memory at " + std::to_string(g.per_device_train_batch_size) + " rows: micro-batches of " +
+               std::to_string(po.micro_batch_size()))
+                  .c_str()
+            : "");
+    if (varied)  // the FLOP count above is of the whole width: compare the times
+      std::printf(
+          "varied lengths, micro-batches of %lld rows: %.3f s each forwarding its window, %.3f s over the whole "
+          "width (%.2fx), %.3f s with group_by_length (%.2fx faster than over the whole width)\n",
+          static_cast<long long>(po.micro_batch_size()), sec, whole_sec, whole_sec / sec, grouped_sec,
+          whole_sec / grouped_sec);
   }
   return 0;
 }

@@ -8,14 +8,14 @@
 # (scripts/gpu_debs.sh makes both here; .cache/demo-base, the demo's base pretrained here, saves
 # the call the minute or more of pretraining it on that machine's CPU.)
 # GPU_CHECK_STEPS picks steps (default, in this order: build tests train hf_step prof demo gen
-# hf_gen: issue 17's first, so a call cut short loses the rollouts; also big (1.5B and 7B
-# shapes), nsys, hf_gen64)
+# hf_gen windows: issue 17's first, so a call cut short loses the rollouts; also big (1.5B and
+# 7B shapes), nsys, hf_gen64)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 PY=${BRL_PYTHON:-/opt/torch/.venv/bin/python3}
-STEPS=${GPU_CHECK_STEPS:-build tests train hf_step prof demo gen hf_gen}
+STEPS=${GPU_CHECK_STEPS:-build tests train hf_step prof demo gen hf_gen windows}
 B=build-gpu
 export LD_LIBRARY_PATH=/tmp/brl-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
@@ -81,6 +81,12 @@ if has gen; then
 fi
 if has hf_gen; then
   step hf_gen 90 "$PY" bench/hf_bench.py generate --prompts 32 --group 8 --prompt 64 --new-tokens 256 --repeats 1
+fi
+if has windows; then
+  # A shuffled generation batch of varied lengths in micro-batches of 8 (gradient accumulation or
+  # steps_per_generation 8): each forwarding its rows' window vs the whole width.
+  step windows 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --micro-batch 8 \
+    --varied-lengths --repeats 3
 fi
 if has big; then
   # Issue 16/17's larger shapes, ours and Hugging Face's (weights drawn on the GPU).

@@ -51,6 +51,8 @@ ConfigTable GrpoConfig::table() {
            "recompute each decoder layer in backward instead of keeping its activations")
       .add("disable_dropout", &disable_dropout,
            "no dropout while training (the adapter's lora.lora_dropout): log-probs as the sampler's")
+      .add("group_by_length", &group_by_length,
+           "sort the rows that share an optimizer step by length into its micro-batches (less padding to forward)")
       .add("auto_find_batch_size", &auto_find_batch_size,
            "on running out of memory, halve the training micro-batch, or the prompts generated at once, and retry")
       .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")

@@ -77,6 +77,12 @@ struct GrpoConfig {
   // TRL's disable_dropout: no dropout while training (here the adapter's lora_dropout), so the
   // policy's log-probs are the sampler's, and the on-policy ratio is 1.
   bool disable_dropout = false;
+  // transformers' group_by_length: rows of similar length train in the same micro-batch, so
+  // each forwards a narrower window (PolicyBatch: its rows' longest prompt and completion).
+  // Rows are regrouped only among those that share an optimizer step, so the step's gradient
+  // is unchanged for every loss type whose normalizer ignores how rows are split (all but bnpo;
+  // and top_entropy_quantile < 1 ranks entropies per micro-batch).
+  bool group_by_length = false;
   // transformers' auto_find_batch_size: when a training micro-batch runs out of memory, halve
   // it and retry; when generation does, generate the step's prompts in halves. The prompts and
   // completions per step stay. A worker on a smaller GPU then trains instead of crashing.

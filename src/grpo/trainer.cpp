@@ -2,8 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 
 #include "generate/generate.h"
 #include "grpo/loss.h"
@@ -242,6 +244,8 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
     int64_t off = Lp - static_cast<int64_t>(p.size());
     for (size_t k = 0; k < p.size(); ++k) ida[i][off + k] = p[k], ata[i][off + k] = true;
     const auto& c = comps[i];
+    b.prompt_tokens.push_back(static_cast<int64_t>(p.size()));
+    b.completion_tokens.push_back(static_cast<int64_t>(c.tokens.size()));
     bool drop = mask_truncated_completions && c.finish == gen::FinishReason::kLength;
     for (size_t k = 0; k < c.tokens.size(); ++k) {
       ida[i][Lp + k] = c.tokens[k];
@@ -269,7 +273,29 @@ PolicyBatch PolicyBatch::to(const at::Device& device) const {
 }
 
 PolicyBatch PolicyBatch::rows(const at::Tensor& index) const {
-  return map_tensors(*this, [&](const at::Tensor& t) { return t.index_select(0, index.to(t.device())); });
+  PolicyBatch out = map_tensors(*this, [&](const at::Tensor& t) { return t.index_select(0, index.to(t.device())); });
+  const at::Tensor host = index.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* ix = host.const_data_ptr<int64_t>();
+  for (auto* v : {&out.prompt_tokens, &out.completion_tokens})
+    if (!v->empty()) {
+      std::vector<int64_t> picked(static_cast<size_t>(host.numel()));
+      for (size_t i = 0; i < picked.size(); ++i) picked[i] = v->at(static_cast<size_t>(ix[i]));
+      *v = std::move(picked);
+    }
+  return out;
+}
+
+std::vector<int64_t> length_grouped_order(const PolicyBatch& b, int64_t block) {
+  const auto n = static_cast<int64_t>(b.completion_tokens.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const auto key = [&](int64_t i) {
+    return std::pair{b.completion_tokens[static_cast<size_t>(i)], b.prompt_tokens[static_cast<size_t>(i)]};
+  };
+  for (int64_t s = 0; s < n; s += std::max<int64_t>(1, block))
+    std::stable_sort(order.begin() + s, order.begin() + std::min(n, s + std::max<int64_t>(1, block)),
+                     [&](int64_t x, int64_t y) { return key(x) < key(y); });
+  return order;
 }
 
 namespace {
@@ -298,14 +324,29 @@ void halve_on_oom(int64_t& size, bool enabled, const c10::Device& dev, const std
 }
 }  // namespace
 
-at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
-                               at::Tensor* entropy, bool entropy_grad) {
+at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, int64_t begin, int64_t end,
+                               double temperature, at::Tensor* entropy, bool entropy_grad) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
-  // Hidden state at t predicts token t+1: completion tokens come from Lp-1 .. Lp+Lc-2.
-  at::Tensor h =
-      m.forward(b.ids.index_select(0, rows), b.pos.index_select(0, rows), nullptr, b.attn.index_select(0, rows));
-  return m.token_logprobs(h.slice(1, Lp - 1, Lp + Lc - 1), b.ids.slice(1, Lp, Lp + Lc).index_select(0, rows),
-                          temperature, entropy, entropy_grad);
+  // The rows' window: micro-batches of a shuffled generation batch are padded to its longest
+  // prompt and completion. Left-padding columns go (positions come from the whole batch and
+  // padded keys are masked out), and so do completion columns after the rows' longest (the
+  // attention is causal): the log-probs are those of the whole width.
+  int64_t lp = Lp, lc = Lc;
+  if (!b.prompt_tokens.empty()) {
+    const auto window = [&](const std::vector<int64_t>& v) {
+      return *std::max_element(v.begin() + begin, v.begin() + end);
+    };
+    lp = std::max<int64_t>(1, window(b.prompt_tokens));
+    lc = std::max<int64_t>(1, window(b.completion_tokens));
+  }
+  const auto cut = [&](const at::Tensor& t) { return t.slice(0, begin, end).slice(1, Lp - lp, Lp + lc).contiguous(); };
+  // Hidden state at t predicts token t+1: completion tokens come from lp-1 .. lp+lc-2.
+  at::Tensor h = m.forward(cut(b.ids), cut(b.pos), nullptr, cut(b.attn));
+  at::Tensor logps = m.token_logprobs(h.slice(1, lp - 1, lp + lc - 1), b.ids.slice(0, begin, end).slice(1, Lp, Lp + lc),
+                                      temperature, entropy, entropy_grad);
+  if (lc == Lc) return logps;
+  if (entropy && entropy->defined()) *entropy = at::constant_pad_nd(*entropy, {0, Lc - lc});
+  return at::constant_pad_nd(logps, {0, Lc - lc});
 }
 
 namespace {
@@ -335,14 +376,13 @@ void PolicyOptimizer::reference_pass(PolicyBatch& b) {
   if (cfg_.beta <= 0) return;
   // In micro-batches, as the training pass (one pass over all rows held all their activations at once).
   const int64_t N = b.ids.size(0);
-  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(b.ids.device());
   with_micro_batch("reference pass", [&](int64_t mb) {
     torch::NoGradGuard ng;
     m_.adapters_enabled = false;
     std::vector<at::Tensor> parts;
     try {
       for (int64_t s = 0; s < N; s += mb)
-        parts.push_back(completion_logprobs(m_, b, torch::arange(s, std::min(N, s + mb), idx), cfg_.temperature));
+        parts.push_back(completion_logprobs(m_, b, s, std::min(N, s + mb), cfg_.temperature));
     } catch (...) {
       m_.adapters_enabled = true;
       throw;
@@ -355,7 +395,6 @@ void PolicyOptimizer::reference_pass(PolicyBatch& b) {
 
 PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double lr) {
   const auto dev = m_.device();
-  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(dev);
   m_.training = !cfg_.disable_dropout;  // the LoRA branch's dropout
   m_.gradient_checkpointing = cfg_.gradient_checkpointing;
   LossOptions lo = loss_options(cfg_);
@@ -378,14 +417,14 @@ PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double
                   "PolicyOptimizer::step: a slice not on the model's device or without its reference pass");
       lo.num_items_in_batch = sl.num_items_in_batch;
       for (int64_t s = sl.begin; s < sl.end; s += mb) {
-        at::Tensor rows = torch::arange(s, std::min(sl.end, s + mb), idx);
+        const int64_t e = std::min(sl.end, s + mb);
         LossInputs in;
         in.logps =
-            completion_logprobs(m_, b, rows, cfg_.temperature, need_entropy ? &in.entropies : nullptr, entropy_grad);
-        in.old_logps = b.old_logps.index_select(0, rows);
-        if (cfg_.beta > 0) in.ref_logps = b.ref_logps.index_select(0, rows);
-        in.advantages = b.advantages.index_select(0, rows);
-        in.mask = b.completion_mask.index_select(0, rows);
+            completion_logprobs(m_, b, s, e, cfg_.temperature, need_entropy ? &in.entropies : nullptr, entropy_grad);
+        in.old_logps = b.old_logps.slice(0, s, e);
+        if (cfg_.beta > 0) in.ref_logps = b.ref_logps.slice(0, s, e);
+        in.advantages = b.advantages.slice(0, s, e);
+        in.mask = b.completion_mask.slice(0, s, e);
         LossStats ls;
         at::Tensor loss = grpo_loss(in, lo, &ls);  // this micro-batch's share of the step's loss
         loss.backward();
@@ -581,7 +620,14 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
   b.advantages = adv;
   const auto perm = permutation(comps.size(), splitmix64(go.seed ^ 0x726f77734f726465ULL));
   std::vector<int64_t> order(perm.begin(), perm.end());
-  r.batch = b.rows(torch::tensor(order, torch::kLong)).to(m_.device());
+  b = b.rows(torch::tensor(order, torch::kLong));
+  if (cfg_.group_by_length) {
+    // Only among rows that share an optimizer step: blocks of gcd(grad_acc, steps_per_generation)
+    // slices of the generation batch never straddle two steps.
+    const int64_t slices = std::gcd(cfg_.gradient_accumulation_steps, cfg_.micro_batches_per_generation());
+    b = b.rows(torch::tensor(length_grouped_order(b, slices * cfg_.per_device_train_batch_size), torch::kLong));
+  }
+  r.batch = b.to(m_.device());
   r.tokens_per_step = tokens_per_optimizer_step(r.batch.completion_mask.sum().item<double>(),
                                                 cfg_.gradient_accumulation_steps, cfg_.micro_batches_per_generation());
   r.score_seconds = seconds_since(ts);

@@ -109,6 +109,9 @@ struct PolicyBatch {
   at::Tensor advantages;       // [N]
   at::Tensor ref_logps;        // [N, completion_len]: adapter off (PolicyOptimizer::reference_pass); beta > 0 only
   int64_t prompt_len = 0, completion_len = 0;
+  // Each row's prompt and completion tokens, on the host (policy_batch sets them), so that a
+  // micro-batch forwards only its own window; empty: every row as long as the batch.
+  std::vector<int64_t> prompt_tokens, completion_tokens;
   PolicyBatch to(const at::Device& device) const;   // every tensor moved (the trainer's GPU copy)
   PolicyBatch rows(const at::Tensor& index) const;  // these rows of every tensor, in this order
 };
@@ -127,14 +130,19 @@ struct PolicySlice {
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
                          bool mask_truncated_completions);
 
-// log p(completion token | prefix) [rows.size(0), completion_len] for rows of b, with the logits
-// divided by `temperature` (the sampling temperature) and the log-softmax over the whole
-// vocabulary, before any top-k / top-p: TRL's _get_per_token_logps_and_entropies. The same
-// definition as generate's Completion::logprobs, so a policy that has not moved has ratio 1.
-// entropy: optionally set to the entropy of each of those distributions (detached, or with
-// its gradient when entropy_grad: the entropy bonus).
-at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, const at::Tensor& rows, double temperature,
-                               at::Tensor* entropy = nullptr, bool entropy_grad = false);
+// The order of b's rows with each block of `block` consecutive rows sorted by length
+// (completion tokens, then prompt tokens; stable): group_by_length.
+std::vector<int64_t> length_grouped_order(const PolicyBatch& b, int64_t block);
+
+// log p(completion token | prefix) [end - begin, completion_len] for rows [begin, end) of b,
+// with the logits divided by `temperature` (the sampling temperature) and the log-softmax over
+// the whole vocabulary, before any top-k / top-p: TRL's _get_per_token_logps_and_entropies.
+// The same definition as generate's Completion::logprobs, so a policy that has not moved has
+// ratio 1. Only the rows' own window is forwarded (columns that are padding in all of them are
+// left out; they read 0). entropy: optionally set to the entropy of each of those distributions
+// (detached, or with its gradient when entropy_grad: the entropy bonus).
+at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, int64_t begin, int64_t end,
+                               double temperature, at::Tensor* entropy = nullptr, bool entropy_grad = false);
 
 struct PolicyStats {
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0;

@@ -67,8 +67,7 @@ grpo::PolicyBatch random_batch(const model::ModelConfig& c, int64_t N, int64_t L
 std::pair<double, std::vector<at::Tensor>> loss_and_grads(model::Model& m, const grpo::PolicyBatch& batch) {
   auto b = batch.to(m.device());
   grpo::LossInputs in;
-  auto rows = at::arange(b.ids.size(0), at::TensorOptions().dtype(at::kLong).device(m.device()));
-  in.logps = grpo::completion_logprobs(m, b, rows, 0.9);
+  in.logps = grpo::completion_logprobs(m, b, 0, b.ids.size(0), 0.9);
   in.old_logps = b.old_logps;
   in.advantages = b.advantages;
   in.mask = b.completion_mask;

@@ -812,6 +812,48 @@ TEST(GrpoTrainer, GradientCheckpointingTakesTheSameSteps) {
   EXPECT_LT(diff, 1e-6);
 }
 
+// group_by_length regroups rows only among those that share an optimizer step, so the steps are
+// those without it (dapo: one normalizer per step). Here 4 slices of 2 rows per generation
+// batch and 2 micro-batches per step: blocks of 4 rows; sorting the whole generation batch
+// would move rows between the two steps it feeds, and the second step would differ.
+TEST(GrpoTrainer, GroupByLengthTakesTheSameSteps) {
+  StepEnv env;
+  auto run = [&](bool group, grpo::LossType loss = grpo::LossType::dapo) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m);
+    auto g = small_grpo(0.0);
+    g.per_device_train_batch_size = 2;
+    g.steps_per_generation = 4;
+    g.max_completion_length = 12;
+    g.loss_type = loss;
+    g.group_by_length = group;
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    std::vector<double> losses;
+    for (int i = 0; i < 4; ++i) losses.push_back(tr.step().loss);
+    return std::pair{losses, lora_b(m)};
+  };
+  const auto [plain_loss, plain] = run(false);
+  const auto [grouped_loss, grouped] = run(true);
+  for (size_t i = 0; i < plain_loss.size(); ++i)
+    EXPECT_NEAR(grouped_loss[i], plain_loss[i], 1e-6 * std::max(1.0, std::abs(plain_loss[i]))) << "step " << i + 1;
+  EXPECT_GT(plain.abs().max().item<double>(), 0.0);
+  EXPECT_LT((grouped - plain).abs().max().item<double>(), 1e-6);
+  // bnpo normalizes per micro-batch: there the regrouping shows (so it happened).
+  const at::Tensor bnpo = run(false, grpo::LossType::bnpo).second;
+  EXPECT_GT((run(true, grpo::LossType::bnpo).second - bnpo).abs().max().item<double>(), 1e-5);
+}
+
+TEST(GrpoTrainer, LengthGroupedOrderSortsEachBlockStably) {
+  grpo::PolicyBatch b;
+  b.completion_tokens = {3, 1, 2, 1, 5, 4, 2};
+  b.prompt_tokens = {7, 7, 7, 7, 7, 9, 8};
+  EXPECT_EQ(grpo::length_grouped_order(b, 4), (std::vector<int64_t>{1, 3, 2, 0, 6, 5, 4}));
+  b.completion_tokens = {2, 2, 1};
+  b.prompt_tokens = {5, 3, 9};  // equal completions: the shorter prompt first
+  EXPECT_EQ(grpo::length_grouped_order(b, 8), (std::vector<int64_t>{2, 1, 0}));
+  EXPECT_EQ(grpo::length_grouped_order(b, 1), (std::vector<int64_t>{0, 1, 2}));
+}
+
 TEST(GrpoTrainer, FreshMomentumScaleByHand) {
   // (1 - 0.9^t) / (1 - 0.9^k): t = 10, k = 1 -> 0.6513215599 / 0.1; k >= t or k <= 0 -> 1.
   EXPECT_NEAR(grpo::fresh_momentum_lr_scale(0.9, 10, 1), 6.513215599, 1e-9);

@@ -95,7 +95,7 @@ TEST(TrlLogpsOracle, CompletionLogprobsMatchTrlAtTheSamplingTemperature) {
     at::Tensor trl = at::stack(rows);  // [N, Lc]
     ASSERT_EQ(trl.sizes(), (std::vector<int64_t>{N, Lc}));
     at::Tensor ent;
-    at::Tensor ours = grpo::completion_logprobs(m, b, at::arange(N, at::kLong), kTemps[k], &ent).to(at::kDouble);
+    at::Tensor ours = grpo::completion_logprobs(m, b, 0, N, kTemps[k], &ent).to(at::kDouble);
     ours_by_t.push_back(ours);
     const double scale = trl.masked_select(mask).abs().max().item<double>();
     const double diff = (ours - trl).masked_select(mask).abs().max().item<double>();
@@ -123,4 +123,25 @@ TEST(TrlLogpsOracle, CompletionLogprobsMatchTrlAtTheSamplingTemperature) {
       worst = std::max(worst, std::abs(s.comps[i].logprobs[k] - ours_by_t[0][i][k].item<double>()));
   std::printf("    sampler vs trainer at T = %.1f: max diff %.2e\n", kSampleT, worst);
   EXPECT_LE(worst, 5e-5);
+
+  // A micro-batch forwards only its rows' window (here one row: its own prompt and completion),
+  // and its log-probs are still TRL's over the batch's whole width; the columns left out read 0.
+  std::vector<at::Tensor> trl_rows;
+  for (auto& r : out["logps"][0]) trl_rows.push_back(at::tensor(r.get<std::vector<double>>(), at::kDouble));
+  at::Tensor ent_all;
+  grpo::completion_logprobs(m, b, 0, N, kSampleT, &ent_all);
+  int64_t trimmed = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    trimmed += b.prompt_tokens[i] < b.prompt_len || b.completion_tokens[i] < Lc;
+    at::Tensor ent;
+    at::Tensor one = grpo::completion_logprobs(m, b, i, i + 1, kSampleT, &ent).to(at::kDouble)[0];
+    ASSERT_EQ(one.size(0), Lc);
+    const at::Tensor row_mask = mask[i];
+    const double scale = trl_rows[i].masked_select(row_mask).abs().max().item<double>();
+    EXPECT_LE((one - trl_rows[i]).masked_select(row_mask).abs().max().item<double>(), 1e-4 * scale + 1e-5);
+    EXPECT_LE((ent[0] - ent_all[i]).masked_select(row_mask).abs().max().item<float>(), 1e-4);
+    EXPECT_EQ(one.slice(0, b.completion_tokens[i]).abs().sum().item<double>(), 0.0);
+  }
+  EXPECT_GE(trimmed, N / 2);  // prompts of 4, 9 and 1 tokens: most rows have a narrower window
 }
