@@ -331,6 +331,12 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, int6
   // prompt and completion. Left-padding columns go (positions come from the whole batch and
   // padded keys are masked out), and so do completion columns after the rows' longest (the
   // attention is causal): the log-probs are those of the whole width.
+  const int64_t N = b.ids.size(0);
+  TORCH_CHECK(0 <= begin && begin < end && end <= N, "completion_logprobs: rows [", begin, ", ", end, ") of ", N);
+  TORCH_CHECK(b.prompt_tokens.empty() || (static_cast<int64_t>(b.prompt_tokens.size()) == N &&
+                                          static_cast<int64_t>(b.completion_tokens.size()) == N),
+              "PolicyBatch: prompt and completion lengths of ", b.prompt_tokens.size(), " and ",
+              b.completion_tokens.size(), " rows, the batch has ", N);
   int64_t lp = Lp, lc = Lc;
   if (!b.prompt_tokens.empty()) {
     const auto window = [&](const std::vector<int64_t>& v) {

@@ -854,6 +854,21 @@ TEST(GrpoTrainer, LengthGroupedOrderSortsEachBlockStably) {
   EXPECT_EQ(grpo::length_grouped_order(b, 1), (std::vector<int64_t>{0, 1, 2}));
 }
 
+// A micro-batch's window comes from the rows' lengths: the batch must have one per row, and the
+// rows asked for must exist.
+TEST(GrpoTrainer, CompletionLogprobsRefusesLengthsThatDoNotFitTheBatch) {
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  std::vector<gen::Completion> comps(2);
+  comps[0].tokens = {5, 6, 7}, comps[0].logprobs = {-1, -1, -1};
+  comps[1].tokens = {8}, comps[1].logprobs = {-1}, comps[1].prompt_index = 1;
+  grpo::PolicyBatch b = grpo::policy_batch({{1, 2}, {3}}, comps, false);
+  at::NoGradGuard ng;
+  EXPECT_EQ(grpo::completion_logprobs(m, b, 1, 2, 1.0).sizes(), (std::vector<int64_t>{1, 3}));
+  EXPECT_THROW(grpo::completion_logprobs(m, b, 1, 3, 1.0), c10::Error);
+  b.completion_tokens.pop_back();
+  EXPECT_THROW(grpo::completion_logprobs(m, b, 0, 2, 1.0), c10::Error);
+}
+
 TEST(GrpoTrainer, FreshMomentumScaleByHand) {
   // (1 - 0.9^t) / (1 - 0.9^k): t = 10, k = 1 -> 0.6513215599 / 0.1; k >= t or k <= 0 -> 1.
   EXPECT_NEAR(grpo::fresh_momentum_lr_scale(0.9, 10, 1), 6.513215599, 1e-9);
