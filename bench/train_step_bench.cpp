@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -189,8 +190,10 @@ int main(int argc, char** argv) {
   grpo::PolicyBatch full = pb;  // every micro-batch over the batch's whole width
   full.prompt_tokens.clear(), full.completion_tokens.clear();
   // grpo.group_by_length: the step's rows (here all) sorted by length into its micro-batches
+  std::vector<int64_t> all(static_cast<size_t>(batch));
+  std::iota(all.begin(), all.end(), 0);
   const grpo::PolicyBatch sorted =
-      varied ? pb.rows(torch::tensor(grpo::length_grouped_order(pb, batch), torch::kLong)) : pb;
+      varied ? pb.rows(torch::tensor(grpo::length_grouped_order(pb, all, batch), torch::kLong)) : pb;
   auto timed = [&](const grpo::PolicyBatch& b) {
     return bench::seconds_of([&] {
       loss = po.optimize(b, 1e-6).loss;

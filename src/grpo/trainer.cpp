@@ -285,15 +285,14 @@ PolicyBatch PolicyBatch::rows(const at::Tensor& index) const {
   return out;
 }
 
-std::vector<int64_t> length_grouped_order(const PolicyBatch& b, int64_t block) {
-  const auto n = static_cast<int64_t>(b.completion_tokens.size());
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
+std::vector<int64_t> length_grouped_order(const PolicyBatch& b, std::vector<int64_t> order, int64_t block) {
+  const auto n = static_cast<int64_t>(order.size());
+  block = std::max<int64_t>(1, block);
   const auto key = [&](int64_t i) {
-    return std::pair{b.completion_tokens[static_cast<size_t>(i)], b.prompt_tokens[static_cast<size_t>(i)]};
+    return std::pair{b.completion_tokens.at(static_cast<size_t>(i)), b.prompt_tokens.at(static_cast<size_t>(i))};
   };
-  for (int64_t s = 0; s < n; s += std::max<int64_t>(1, block))
-    std::stable_sort(order.begin() + s, order.begin() + std::min(n, s + std::max<int64_t>(1, block)),
+  for (int64_t s = 0; s < n; s += block)
+    std::stable_sort(order.begin() + s, order.begin() + std::min(n, s + block),
                      [&](int64_t x, int64_t y) { return key(x) < key(y); });
   return order;
 }
@@ -626,14 +625,13 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
   b.advantages = adv;
   const auto perm = permutation(comps.size(), splitmix64(go.seed ^ 0x726f77734f726465ULL));
   std::vector<int64_t> order(perm.begin(), perm.end());
-  b = b.rows(torch::tensor(order, torch::kLong));
   if (cfg_.group_by_length) {
     // Only among rows that share an optimizer step: blocks of gcd(grad_acc, steps_per_generation)
     // slices of the generation batch never straddle two steps.
     const int64_t slices = std::gcd(cfg_.gradient_accumulation_steps, cfg_.micro_batches_per_generation());
-    b = b.rows(torch::tensor(length_grouped_order(b, slices * cfg_.per_device_train_batch_size), torch::kLong));
+    order = length_grouped_order(b, std::move(order), slices * cfg_.per_device_train_batch_size);
   }
-  r.batch = b.to(m_.device());
+  r.batch = b.rows(torch::tensor(order, torch::kLong)).to(m_.device());
   r.tokens_per_step = tokens_per_optimizer_step(r.batch.completion_mask.sum().item<double>(),
                                                 cfg_.gradient_accumulation_steps, cfg_.micro_batches_per_generation());
   r.score_seconds = seconds_since(ts);

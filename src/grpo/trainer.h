@@ -113,7 +113,7 @@ struct PolicyBatch {
   // micro-batch forwards only its own window; empty: every row as long as the batch.
   std::vector<int64_t> prompt_tokens, completion_tokens;
   PolicyBatch to(const at::Device& device) const;   // every tensor moved (the trainer's GPU copy)
-  PolicyBatch rows(const at::Tensor& index) const;  // these rows of every tensor, in this order
+  PolicyBatch rows(const at::Tensor& index) const;  // these rows (tensors and lengths), in this order
 };
 
 // One micro-batch of an optimizer step: rows [begin, end) of a generation batch, and the
@@ -130,9 +130,9 @@ struct PolicySlice {
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
                          bool mask_truncated_completions);
 
-// The order of b's rows with each block of `block` consecutive rows sorted by length
-// (completion tokens, then prompt tokens; stable): group_by_length.
-std::vector<int64_t> length_grouped_order(const PolicyBatch& b, int64_t block);
+// `order` (indices of b's rows) with each block of `block` consecutive entries sorted by their
+// rows' lengths (completion tokens, then prompt tokens; stable): group_by_length.
+std::vector<int64_t> length_grouped_order(const PolicyBatch& b, std::vector<int64_t> order, int64_t block);
 
 // log p(completion token | prefix) [end - begin, completion_len] for rows [begin, end) of b,
 // with the logits divided by `temperature` (the sampling temperature) and the log-softmax over

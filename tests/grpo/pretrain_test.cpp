@@ -241,7 +241,8 @@ TEST(Pretrain, SnapshotsStopWhereChecksThatOftenWould) {
     const auto r50 = grpo::pretrain(*task, plain, false);
     if (r50.steps == o.max_steps) continue;
     for (int k : {10, 25}) {
-      if (k == 10 ? snapshot_met : check_kept) continue;
+      bool& covered = k == 10 ? snapshot_met : check_kept;
+      if (covered) continue;
       grpo::PretrainOptions snap = o, every = o;
       snap.out_dir = tmp.str("snap"), snap.snapshot_every = k;
       every.out_dir = tmp.str("every"), every.eval_every = k;
@@ -260,7 +261,7 @@ TEST(Pretrain, SnapshotsStopWhereChecksThatOftenWould) {
       const std::string written = bytes(tmp.str("snap/model.safetensors"));
       EXPECT_FALSE(written.empty());
       EXPECT_EQ(written, bytes(tmp.str("every/model.safetensors")));
-      (k == 10 ? snapshot_met : check_kept) = true;
+      covered = true;
     }
   }
   EXPECT_TRUE(snapshot_met) << "no seed stopped on a snapshot between checks: the test shows nothing";

@@ -847,11 +847,13 @@ TEST(GrpoTrainer, LengthGroupedOrderSortsEachBlockStably) {
   grpo::PolicyBatch b;
   b.completion_tokens = {3, 1, 2, 1, 5, 4, 2};
   b.prompt_tokens = {7, 7, 7, 7, 7, 9, 8};
-  EXPECT_EQ(grpo::length_grouped_order(b, 4), (std::vector<int64_t>{1, 3, 2, 0, 6, 5, 4}));
+  EXPECT_EQ(grpo::length_grouped_order(b, {0, 1, 2, 3, 4, 5, 6}, 4), (std::vector<int64_t>{1, 3, 2, 0, 6, 5, 4}));
+  // A shuffled order: blocks are of its entries, ties keep its order (rows 3 and 1 here).
+  EXPECT_EQ(grpo::length_grouped_order(b, {6, 3, 0, 1, 5, 4, 2}, 4), (std::vector<int64_t>{3, 1, 6, 0, 2, 5, 4}));
   b.completion_tokens = {2, 2, 1};
   b.prompt_tokens = {5, 3, 9};  // equal completions: the shorter prompt first
-  EXPECT_EQ(grpo::length_grouped_order(b, 8), (std::vector<int64_t>{2, 1, 0}));
-  EXPECT_EQ(grpo::length_grouped_order(b, 1), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(grpo::length_grouped_order(b, {0, 1, 2}, 8), (std::vector<int64_t>{2, 1, 0}));
+  EXPECT_EQ(grpo::length_grouped_order(b, {0, 1, 2}, 1), (std::vector<int64_t>{0, 1, 2}));
 }
 
 // A micro-batch's window comes from the rows' lengths: the batch must have one per row, and the
