@@ -90,6 +90,16 @@ ConfigTable GrpoConfig::table() {
       .add("off_policy_mask_threshold", &off_policy_mask_threshold,
            "drop negative-advantage sequences whose mean log-prob drift exceeds this (off by default)")
       .add("use_bias_correction_kl", &use_bias_correction_kl, "multiply the k3 KL term by the importance ratio")
+      .add("vllm_importance_sampling_correction", &vllm_importance_sampling_correction,
+           "correct the sampler/trainer mismatch (TRL's name; bucketrl's decoder in vLLM's place): old log-probs "
+           "from the trainer, each token's loss weighted by exp(old - sampler log-probs), bounded by the mode")
+      .add("vllm_importance_sampling_mode", &vllm_importance_sampling_mode, kSamplingCorrectionModes,
+           "token_truncate | token_mask | sequence_truncate | sequence_mask: clamp (truncate) or zero (mask) "
+           "weights outside [clip_min, clip_max], per token or per sequence")
+      .add("vllm_importance_sampling_clip_max", &vllm_importance_sampling_clip_max,
+           "upper bound of the mismatch weight (null or inf: none)")
+      .add("vllm_importance_sampling_clip_min", &vllm_importance_sampling_clip_min,
+           "lower bound of the mismatch weight (unset: none)")
       .add("scale_rewards", &scale_rewards, kScaleRewards, "group | batch | none")
       .add("reward_weights", &reward_weights, "weight per reward function")
       .add("multi_objective_aggregation", &multi_objective_aggregation, kMultiObjectiveAggregations,
@@ -102,6 +112,7 @@ ConfigTable GrpoConfig::table() {
       "bucketrl samples with its own decoder (a static KV cache and CUDA graphs on a GPU) and trains on its "
       "log-probabilities";
   t.foreign("use_vllm", engine)
+      .foreign("vllm_importance_sampling_cap", "TRL renamed it vllm_importance_sampling_clip_max (1.6); use that")
       .foreign("vllm_*", engine)
       .foreign("use_transformers_continuous_batching", engine)
       .foreign("transformers_continuous_batching_config", engine)
@@ -225,6 +236,22 @@ void GrpoConfig::validate() const {
   if (!(top_entropy_quantile >= 0 && top_entropy_quantile <= 1))
     fail("top_entropy_quantile (" + q(top_entropy_quantile) + ") must be in [0, 1]",
          "1 keeps every token; the paper uses 0.2");
+  const double is_max = vllm_importance_sampling_clip_max.value_or(INFINITY),
+               is_min = vllm_importance_sampling_clip_min.value_or(0);
+  if (!(is_max > 0))
+    fail("vllm_importance_sampling_clip_max (" + q(is_max) + ") must be > 0", "or null: no upper bound");
+  if (!(is_min >= 0 && is_min <= is_max))
+    fail("vllm_importance_sampling_clip_min (" + q(is_min) + ") must be in [0, vllm_importance_sampling_clip_max (" +
+             q(is_max) + ")]",
+         "or leave it unset: no lower bound");
+  const bool per_sequence = vllm_importance_sampling_mode == SamplingCorrectionMode::sequence_truncate ||
+                            vllm_importance_sampling_mode == SamplingCorrectionMode::sequence_mask;
+  if (loss_type == LossType::vespo && vllm_importance_sampling_correction && per_sequence)
+    fail(
+        "loss_type 'vespo' folds the mismatch weight into its sequence weight token by token: "
+        "vllm_importance_sampling_mode must be 'token_truncate' or 'token_mask', not '" +
+            kSamplingCorrectionModes(vllm_importance_sampling_mode) + "'",
+        "set vllm_importance_sampling_mode = \"token_truncate\"");
   if (off_policy_mask_threshold && !(*off_policy_mask_threshold > 0))
     fail("off_policy_mask_threshold (" + q(*off_policy_mask_threshold) + ") must be > 0", "or leave it unset: no mask");
 }

@@ -25,12 +25,19 @@ inline const EnumNames<ScaleRewards> kScaleRewards{{"group", "batch", "none"}};
 enum class MultiObjectiveAggregation { sum_then_normalize, normalize_then_sum };
 inline const EnumNames<MultiObjectiveAggregation> kMultiObjectiveAggregations{
     {"sum_then_normalize", "normalize_then_sum"}};
+// TRL's vllm_importance_sampling_mode: how the sampler's mismatch weight exp(old - sampler log-probs)
+// is bounded: clamped (truncate) or zeroed (mask) outside [clip_min, clip_max], per token or as one
+// weight per sequence (the summed difference).
+enum class SamplingCorrectionMode { token_truncate, token_mask, sequence_truncate, sequence_mask };
+inline const EnumNames<SamplingCorrectionMode> kSamplingCorrectionModes{
+    {"token_truncate", "token_mask", "sequence_truncate", "sequence_mask"}};
 enum class LrSchedulerType { linear, constant, cosine };
 inline const EnumNames<LrSchedulerType> kLrSchedulerTypes{{"linear", "constant", "cosine"}};
 // In JSON (the resolved config, run.json) as their names.
 inline void to_json(nlohmann::json& j, LossType e) { j = kLossTypes(e); }
 inline void to_json(nlohmann::json& j, ImportanceSamplingLevel e) { j = kImportanceSamplingLevels(e); }
 inline void to_json(nlohmann::json& j, ScaleRewards e) { j = kScaleRewards(e); }
+inline void to_json(nlohmann::json& j, SamplingCorrectionMode e) { j = kSamplingCorrectionModes(e); }
 inline void to_json(nlohmann::json& j, LrSchedulerType e) { j = kLrSchedulerTypes(e); }
 inline void to_json(nlohmann::json& j, MultiObjectiveAggregation e) { j = kMultiObjectiveAggregations(e); }
 
@@ -110,6 +117,15 @@ struct GrpoConfig {
   double entropy_coef_min = 0.0, entropy_coef_max = 1.0, entropy_coef_delta = 0.005, entropy_target = 0.2;
   std::optional<double> off_policy_mask_threshold;  // DeepSeek-V3.2's off-policy sequence mask
   bool use_bias_correction_kl = true;               // k3 KL times the importance ratio (TRL's default)
+  // TRL's vllm_importance_sampling_* (our decoder in vLLM's place): the trainer's own log-probs
+  // are the old policy's (a no-grad pass when the batch is trained after an update, else the
+  // first pass's, detached), and each token's loss is weighted by exp(old - sampler log-probs),
+  // bounded as the mode says (truncated importance sampling). Off: the sampler's log-probs are
+  // the old policy's, so a mismatch between the two shows in the clipped ratio.
+  bool vllm_importance_sampling_correction = false;
+  SamplingCorrectionMode vllm_importance_sampling_mode = SamplingCorrectionMode::sequence_mask;
+  std::optional<double> vllm_importance_sampling_clip_max = 3.0;  // unset (null) or inf: no upper bound
+  std::optional<double> vllm_importance_sampling_clip_min;        // unset: no lower bound
   ScaleRewards scale_rewards = ScaleRewards::group;
   std::vector<double> reward_weights;  // one per reward function; empty = all 1
   MultiObjectiveAggregation multi_objective_aggregation = MultiObjectiveAggregation::sum_then_normalize;
@@ -126,6 +142,12 @@ struct GrpoConfig {
   }
   int completions_per_generation() const { return per_device_train_batch_size * micro_batches_per_generation(); }
   int prompts_per_generation() const { return completions_per_generation() / num_generations; }
+  // A generation batch is trained on only before the first optimizer step after it was sampled
+  // (TRL's gradient_accumulation_steps % (steps_per_generation x num_iterations) == 0): the
+  // trainer's first pass has the old policy's log-probs.
+  bool trains_on_policy() const {
+    return gradient_accumulation_steps % (micro_batches_per_generation() * num_iterations) == 0;
+  }
 
   ConfigTable table();
   // Moves generation_kwargs onto the knobs it names (idempotent: a resolved config reads back the

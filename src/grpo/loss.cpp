@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <cmath>
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -36,10 +37,13 @@ namespace {
 // VESPO's weight per sequence [B, 1] (TRL's get_gamma_weights): w = exp of the summed token
 // log-ratios (each clamped to [-20, 20], the sum to [log 1e-8, 20]), phi(w) = e^(lambda + k log w
 // - lambda w), computed in log space; detached (a gradient scale only), non-finite -> 0.
+// With the sampler's mismatch weights is_w [B, T], their logs (clamped to [log 1e-8, 20]) join the sum.
 at::Tensor vespo_weights(const at::Tensor& log_ratio, const at::Tensor& mask, const at::Tensor& adv,
-                         const LossOptions& o) {
+                         const LossOptions& o, const at::Tensor& is_w) {
   at::NoGradGuard ng;
-  at::Tensor log_w = (at::clamp(log_ratio, -20.0, 20.0) * mask).sum(1, true).clamp(std::log(1e-8), 20.0);  // [B, 1]
+  at::Tensor log_w = (at::clamp(log_ratio, -20.0, 20.0) * mask).sum(1, true);  // [B, 1]
+  if (is_w.defined()) log_w = log_w + at::clamp(at::log(is_w), std::log(1e-8), 20.0).sum(1, true);
+  log_w = log_w.clamp(std::log(1e-8), 20.0);
   at::Tensor pos = adv >= 0;
   at::Tensor k = at::where(pos, at::full_like(adv, o.vespo_k_pos), at::full_like(adv, o.vespo_k_neg));
   at::Tensor lam =
@@ -59,6 +63,26 @@ at::Tensor high_entropy_mask(const at::Tensor& entropies, const at::Tensor& mask
   return ((entropies * mask >= threshold) & active).to(mask.dtype());
 }
 
+bool per_sequence(SamplingCorrectionMode m) {
+  return m == SamplingCorrectionMode::sequence_truncate || m == SamplingCorrectionMode::sequence_mask;
+}
+
+// TRL's vLLM importance-sampling ratio: exp(old - sampling) per active token (or of the sum per
+// sequence, [B, 1]), NaN differences read as 0, then clamped into or zeroed outside the bounds.
+at::Tensor sampling_weights(const at::Tensor& old, const at::Tensor& sampling, const at::Tensor& mask,
+                            const LossOptions& o) {
+  at::NoGradGuard ng;
+  at::Tensor d = at::nan_to_num((old - sampling.to(old.dtype())) * mask, 0.0);
+  if (per_sequence(o.sampling_correction_mode)) d = d.sum(1, true);
+  at::Tensor w = at::exp(d);
+  const bool bounded_above = std::isfinite(o.sampling_clip_max);
+  if (o.sampling_correction_mode == SamplingCorrectionMode::token_truncate ||
+      o.sampling_correction_mode == SamplingCorrectionMode::sequence_truncate)
+    return at::clamp(w, o.sampling_clip_min,
+                     bounded_above ? std::optional<at::Scalar>(o.sampling_clip_max) : std::nullopt);
+  return w.masked_fill((w < o.sampling_clip_min) | (w > o.sampling_clip_max), 0.0);
+}
+
 }  // namespace
 
 double tokens_per_optimizer_step(double generation_tokens, int gradient_accumulation_steps, int steps_per_generation) {
@@ -69,12 +93,18 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
   const at::Tensor& logps = in.logps;  // [B, T]
   at::Tensor mask = in.mask.to(logps.dtype());
   at::Tensor adv = in.advantages.to(logps.dtype()).unsqueeze(1);  // [B, 1]
-  at::Tensor log_ratio = logps - in.old_logps;                    // [B, T]
-  at::Tensor log_w;                                               // [B, T] per token, [B, 1] per sequence
+  const at::Tensor old = in.old_logps.defined() ? in.old_logps : logps.detach();
+  at::Tensor log_ratio = logps - old;  // [B, T]
+  at::Tensor log_w;                    // [B, T] per token, [B, 1] per sequence
   if (opt.importance_sampling_level == ImportanceSamplingLevel::sequence)
     log_w = ((log_ratio * mask).sum(1) / mask.sum(1).clamp_min(1.0)).unsqueeze(1);
   else log_w = log_ratio;
   at::Tensor ratio = at::exp(log_w);
+  at::Tensor is_w;  // the sampler's mismatch weight: [B, T] per token, [B, 1] per sequence
+  if (opt.sampling_correction) {
+    BRL_ASSERT(in.sampling_logps.defined(), "sampling_correction needs the sampler's log-probs");
+    is_w = sampling_weights(old, in.sampling_logps, mask, opt);
+  }
   at::Tensor kl;
   if (opt.beta != 0.0) {
     BRL_ASSERT(in.ref_logps.defined(), "beta > 0 needs reference log-probs");
@@ -102,11 +132,13 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
       per_token = -(at::sigmoid(temp * (ratio - 1.0)) * 4.0 / temp) * adv;
       break;
     }
-    case LossType::vespo: per_token = -vespo_weights(log_ratio, mask, adv, opt) * adv * logps; break;
+    case LossType::vespo: per_token = -vespo_weights(log_ratio, mask, adv, opt, is_w) * adv * logps; break;
   }
   if (opt.off_policy_mask_threshold > 0) {
-    at::Tensor seq_kl =
-        ((in.old_logps - logps.detach()) * mask).sum(1, true) / mask.sum(1, true).clamp_min(1.0);  // [B, 1]
+    // Against the sampler's log-probs where they are not the old ones: both drifts (TRL).
+    const at::Tensor& behaviour = in.sampling_logps.defined() ? in.sampling_logps : old;
+    at::Tensor seq_kl = at::nan_to_num((behaviour.to(logps.dtype()) - logps.detach()) * mask, 0.0).sum(1, true) /
+                        mask.sum(1, true).clamp_min(1.0);  // [B, 1]
     per_token = per_token * ((adv >= 0) | (seq_kl <= opt.off_policy_mask_threshold)).to(mask.dtype());
   }
   at::Tensor kept = mask;  // the tokens the policy term acts on (the entropy bonus too)
@@ -114,6 +146,7 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
     kept = mask * high_entropy_mask(in.entropies.detach(), mask, opt.top_entropy_quantile);
     per_token = per_token * kept;
   }
+  if (is_w.defined() && type != LossType::vespo) per_token = per_token * is_w;
   if (kl.defined()) per_token = per_token + opt.beta * kl;
   at::Tensor masked = per_token * mask;  // [B, T] (a per-sequence term broadcasts over its tokens)
   at::Tensor loss;
@@ -158,10 +191,27 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
       const at::Tensor e = in.entropies.detach().to(at::kDouble);
       parts.insert(parts.end(), {masked_mean(e), (e * kept).sum(), kept.sum(at::kDouble)});
     }
+    if (is_w.defined()) {
+      // Over the sequences (per-sequence weights) or the active tokens; min and max 0 when none.
+      const at::Tensor active = is_w.size(1) == 1 ? at::ones_like(is_w, at::kBool) : mask > 0;
+      const at::Tensor w = is_w.to(at::kDouble), inf = at::full({}, INFINITY, w.options());
+      const at::Tensor delta = at::abs(old - in.sampling_logps.to(old.dtype())).to(at::kDouble);
+      const at::Tensor scored = (mask > 0) & ~at::isnan(delta);
+      const at::Tensor nd = scored.sum(at::kDouble);
+      parts.insert(parts.end(), {at::where(active, w, inf).amin(), masked_mean(is_w), at::where(active, w, -inf).amax(),
+                                 at::where(scored, delta, 0.0).sum() / nd.clamp_min(1.0),
+                                 at::where(scored, delta, -inf).amax(), active.sum(at::kDouble), nd});
+    }
     const at::Tensor all = at::stack(parts).cpu();
     const double* v = all.const_data_ptr<double>();
     stats->loss = v[0], stats->clip_ratio = v[1], stats->mean_ratio = v[2], stats->kl = v[3];
     if (in.entropies.defined()) stats->entropy = v[4], stats->kept_entropy_sum = v[5], stats->kept_tokens = v[6];
+    if (is_w.defined()) {
+      const double* s = v + (in.entropies.defined() ? 7 : 4);
+      const bool any = s[5] > 0, scored_any = s[6] > 0;
+      stats->is_ratio_min = any ? s[0] : 0, stats->is_ratio_mean = s[1], stats->is_ratio_max = any ? s[2] : 0;
+      stats->sampling_logp_diff_mean = s[3], stats->sampling_logp_diff_max = scored_any ? s[4] : 0;
+    }
   }
   return loss;
 }

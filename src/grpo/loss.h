@@ -6,12 +6,14 @@
 // detached gamma weight of the sequence ratio on the log-prob; the off-policy sequence mask
 // (DeepSeek-V3.2); the high-entropy token mask (top_entropy_quantile, "Beyond the 80/20
 // Rule"); the k3 KL estimator, optionally times the ratio
-// (use_bias_correction_kl); and each type's aggregation. Returns the loss plus detached
+// (use_bias_correction_kl); the sampler's mismatch weight (TRL's vllm_importance_sampling_*,
+// truncated or masked importance sampling); and each type's aggregation. Returns the loss plus detached
 // statistics (torchtune's habit).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <string>
 
 #include "config/grpo_config.h"  // LossType, ImportanceSamplingLevel, ScaleRewards
@@ -30,13 +32,14 @@ at::Tensor decoupled_advantages(const at::Tensor& rewards_per_func, const std::v
                                 int64_t group_size);
 
 struct LossInputs {
-  at::Tensor logps;       // [B, T] log-probs of the completion tokens under the current policy (grad)
-  at::Tensor old_logps;   // [B, T] under the generating policy (no grad)
-  at::Tensor ref_logps;   // [B, T] under the reference (adapter off); undefined when beta == 0
-  at::Tensor advantages;  // [B]
-  at::Tensor mask;        // [B, T] 1 for completion tokens, 0 for padding
-  at::Tensor entropies;   // [B, T] policy entropy per position: for top_entropy_quantile < 1, and
-                          // with its gradient for the entropy bonus (entropy_coef != 0)
+  at::Tensor logps;           // [B, T] log-probs of the completion tokens under the current policy (grad)
+  at::Tensor old_logps;       // [B, T] under the old policy (no grad); undefined: logps detached (on-policy)
+  at::Tensor sampling_logps;  // [B, T] the sampler's, with sampling_correction (old_logps are then the trainer's)
+  at::Tensor ref_logps;       // [B, T] under the reference (adapter off); undefined when beta == 0
+  at::Tensor advantages;      // [B]
+  at::Tensor mask;            // [B, T] 1 for completion tokens, 0 for padding
+  at::Tensor entropies;       // [B, T] policy entropy per position: for top_entropy_quantile < 1, and
+                              // with its gradient for the entropy bonus (entropy_coef != 0)
 };
 
 struct LossOptions {
@@ -56,6 +59,13 @@ struct LossOptions {
   double off_policy_mask_threshold = 0;  // > 0: drop negative-advantage sequences whose mean
                                          // old - new log-prob exceeds it (DeepSeek-V3.2)
   int64_t max_completion_length = 0;     // dr_grpo's constant normalizer
+  // TRL's vllm_importance_sampling_correction: each token's loss times w = exp(old - sampling
+  // log-probs) (per sequence: exp of their sum over the completion), clamped to [clip_min,
+  // clip_max] (truncate) or zeroed outside it (mask); vespo adds log w to its sequence ratio
+  // instead. Detached. Needs sampling_logps.
+  bool sampling_correction = false;
+  SamplingCorrectionMode sampling_correction_mode = SamplingCorrectionMode::sequence_mask;
+  double sampling_clip_min = 0, sampling_clip_max = std::numeric_limits<double>::infinity();
   // dapo, cispo, vespo: the normalizer, the active tokens of one optimizer step's micro-batches
   // (tokens_per_optimizer_step); <= 0 = this micro-batch's.
   double num_items_in_batch = 0;
@@ -73,6 +83,9 @@ struct LossStats {
   // With entropies given: their mean over the completion tokens (TRL's "entropy" metric), and
   // their sum and count over the tokens the policy term keeps (adaptive entropy control).
   double entropy = 0, kept_entropy_sum = 0, kept_tokens = 0;
+  // With sampling_correction (TRL's sampling/ metrics): the weights' min, mean and max (over the
+  // active tokens, or the sequences), and |old - sampling log-prob| over the active tokens.
+  double is_ratio_min = 0, is_ratio_mean = 0, is_ratio_max = 0, sampling_logp_diff_mean = 0, sampling_logp_diff_max = 0;
 };
 
 // TRL's normalizer for the types normalised by the batch's tokens: num_items_in_batch (the active

@@ -151,7 +151,7 @@ TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, doubl
                         {"frac_reward_zero_std", s.frac_reward_zero_std},
                         {"samples", s.samples},
                         {"time_s", stepping}};
-    add_entropy_stats(line, s);
+    add_optional_stats(line, s);
     metrics << line.dump() << "\n";
     bool stop = s.step == cfg.grpo.max_steps || (time_limit_s > 0 && elapsed() > time_limit_s);
     if ((cfg.train.save_steps > 0 && s.step % cfg.train.save_steps == 0) || stop) save(s.step);

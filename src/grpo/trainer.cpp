@@ -197,9 +197,16 @@ double fresh_momentum_lr_scale(double beta1, int64_t step, int64_t steps_since_r
          (1 - std::pow(beta1, static_cast<double>(steps_since_reset)));
 }
 
-void add_entropy_stats(nlohmann::json& line, const StepStats& s) {
+void add_optional_stats(nlohmann::json& line, const StepStats& s) {
   if (s.entropy) line["entropy"] = *s.entropy;
   if (s.entropy_coef) line["entropy_coef"] = *s.entropy_coef;
+  if (const auto& w = s.sampling) {
+    line["importance_sampling_ratio_min"] = w->is_ratio_min;
+    line["importance_sampling_ratio_mean"] = w->is_ratio_mean;
+    line["importance_sampling_ratio_max"] = w->is_ratio_max;
+    line["sampling_logp_difference_mean"] = w->logp_diff_mean;
+    line["sampling_logp_difference_max"] = w->logp_diff_max;
+  }
 }
 
 nlohmann::json completions_json(const StepStats& s, const tasks::Task& task, std::optional<int> limit) {
@@ -262,7 +269,8 @@ namespace {
 // b with f applied to each of its defined tensors.
 template <class F>
 PolicyBatch map_tensors(PolicyBatch b, const F& f) {
-  for (at::Tensor* t : {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.advantages, &b.ref_logps})
+  for (at::Tensor* t :
+       {&b.ids, &b.attn, &b.pos, &b.completion_mask, &b.old_logps, &b.sampling_logps, &b.advantages, &b.ref_logps})
     if (t->defined()) *t = f(*t);
   return b;
 }
@@ -373,17 +381,21 @@ LossOptions loss_options(const GrpoConfig& g) {
   lo.vespo_lambda_neg = g.vespo_lambda_neg;
   lo.top_entropy_quantile = g.top_entropy_quantile;
   lo.max_completion_length = g.max_completion_length;
+  lo.sampling_correction = g.vllm_importance_sampling_correction;
+  lo.sampling_correction_mode = g.vllm_importance_sampling_mode;
+  lo.sampling_clip_min = g.vllm_importance_sampling_clip_min.value_or(0);
+  lo.sampling_clip_max = g.vllm_importance_sampling_clip_max.value_or(std::numeric_limits<double>::infinity());
   return lo;
 }
 }  // namespace
 
-void PolicyOptimizer::reference_pass(PolicyBatch& b) {
-  if (cfg_.beta <= 0) return;
+at::Tensor PolicyOptimizer::no_grad_logps(const PolicyBatch& b, const char* what, bool adapters) {
   // In micro-batches, as the training pass (one pass over all rows held all their activations at once).
   const int64_t N = b.ids.size(0);
-  with_micro_batch("reference pass", [&](int64_t mb) {
+  at::Tensor out;
+  with_micro_batch(what, [&](int64_t mb) {
     torch::NoGradGuard ng;
-    m_.adapters_enabled = false;
+    m_.adapters_enabled = adapters;
     std::vector<at::Tensor> parts;
     try {
       for (int64_t s = 0; s < N; s += mb)
@@ -393,9 +405,24 @@ void PolicyOptimizer::reference_pass(PolicyBatch& b) {
       throw;
     }
     m_.adapters_enabled = true;
-    b.ref_logps = parts.size() == 1 ? parts[0] : at::cat(parts);
+    out = parts.size() == 1 ? parts[0] : at::cat(parts);
   });
+  return out;
+}
+
+void PolicyOptimizer::reference_pass(PolicyBatch& b) {
+  if (cfg_.beta <= 0) return;
+  b.ref_logps = no_grad_logps(b, "reference pass", /*adapters=*/false);
   ++ref_passes_;
+}
+
+void PolicyOptimizer::old_policy_pass(PolicyBatch& b, bool on_policy) {
+  if (!cfg_.vllm_importance_sampling_correction || b.sampling_logps.defined()) return;
+  b.sampling_logps = b.old_logps;
+  b.old_logps = at::Tensor();
+  if (on_policy) return;
+  b.old_logps = no_grad_logps(b, "old policy pass", /*adapters=*/true);
+  ++old_passes_;
 }
 
 PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double lr) {
@@ -412,6 +439,7 @@ PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double
   with_micro_batch("training pass", [&](int64_t mb) {
     opt_->zero_grad();
     st = PolicyStats{};
+    if (lo.sampling_correction) st.sampling = SamplingStats{INFINITY, 0, -INFINITY, 0, 0};
     entropy = kept_entropy = kept_tokens = 0;
     int64_t n_micro = 0;
     for (const PolicySlice& sl : slices) n_micro += (sl.end - sl.begin + mb - 1) / mb;
@@ -426,7 +454,8 @@ PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double
         LossInputs in;
         in.logps =
             completion_logprobs(m_, b, s, e, cfg_.temperature, need_entropy ? &in.entropies : nullptr, entropy_grad);
-        in.old_logps = b.old_logps.slice(0, s, e);
+        if (b.old_logps.defined()) in.old_logps = b.old_logps.slice(0, s, e);  // else the pass's own
+        if (b.sampling_logps.defined()) in.sampling_logps = b.sampling_logps.slice(0, s, e);
         if (cfg_.beta > 0) in.ref_logps = b.ref_logps.slice(0, s, e);
         in.advantages = b.advantages.slice(0, s, e);
         in.mask = b.completion_mask.slice(0, s, e);
@@ -439,6 +468,13 @@ PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double
         entropy += ls.entropy / n_micro;
         kept_entropy += ls.kept_entropy_sum;
         kept_tokens += ls.kept_tokens;
+        if (SamplingStats* w = st.sampling ? &*st.sampling : nullptr) {
+          w->is_ratio_min = std::min(w->is_ratio_min, ls.is_ratio_min);
+          w->is_ratio_max = std::max(w->is_ratio_max, ls.is_ratio_max);
+          w->is_ratio_mean += ls.is_ratio_mean / n_micro;
+          w->logp_diff_mean += ls.sampling_logp_diff_mean / n_micro;
+          w->logp_diff_max = std::max(w->logp_diff_max, ls.sampling_logp_diff_max);
+        }
       }
     }
   });
@@ -463,6 +499,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
   const auto dev = m_.device();
   PolicyBatch b = batch.ids.device() == dev ? batch : batch.to(dev);
   if (!b.ref_logps.defined()) reference_pass(b);
+  old_policy_pass(b, /*on_policy=*/cfg_.num_iterations == 1);
   const PolicySlice all{&b, 0, b.ids.size(0), tokens_per_optimizer_step(b.completion_mask.sum().item<double>(), 1, 1)};
   PolicyStats st;
   const int mu = cfg_.num_iterations;
@@ -474,6 +511,7 @@ PolicyStats PolicyOptimizer::optimize(const PolicyBatch& batch, double lr) {
     if (p.entropy) st.entropy = st.entropy.value_or(0) + *p.entropy / mu;
     st.grad_norm = p.grad_norm;
     st.entropy_coef = p.entropy_coef;
+    st.sampling = p.sampling;  // the last pass's (the first's weights are 1 on-policy)
   }
   return st;
 }
@@ -521,12 +559,12 @@ double GrpoTrainer::current_lr() const {
 
 // A generation batch: the rollouts and what the steps that train on it report.
 struct GrpoTrainer::Rollouts {
-  PolicyBatch batch;                   // on the model's device, rows shuffled, with the reference pass
-  double tokens_per_step = 0;          // the token normalizer of its micro-batches (tokens_per_optimizer_step)
+  PolicyBatch batch;           // on the model's device, rows shuffled, after the reference and old policy passes
+  double tokens_per_step = 0;  // the token normalizer of its micro-batches (tokens_per_optimizer_step)
   std::vector<double> rewards, first;  // per completion: combined, the first function's (accuracy)
   int64_t groups = 0, zero_std_groups = 0, tokens = 0;
-  std::vector<LoggedCompletion> completions;  // with log_completions
-  double gen_seconds = 0, score_seconds = 0, ref_seconds = 0;
+  std::vector<LoggedCompletion> completions;                    // with log_completions
+  double gen_seconds = 0, score_seconds = 0, pass_seconds = 0;  // pass: reference and old policy
 };
 
 bool GrpoTrainer::at_generation_boundary() const {
@@ -635,10 +673,11 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
   r.tokens_per_step = tokens_per_optimizer_step(r.batch.completion_mask.sum().item<double>(),
                                                 cfg_.gradient_accumulation_steps, cfg_.micro_batches_per_generation());
   r.score_seconds = seconds_since(ts);
-  // 5. The reference pass (adapter off), once per generation batch.
+  // 5. The reference pass (adapter off) and the old policy's, once per generation batch.
   const auto t1 = Clock::now();
   policy_->reference_pass(r.batch);
-  r.ref_seconds = seconds_since(t1);
+  policy_->old_policy_pass(r.batch, cfg_.trains_on_policy());
+  r.pass_seconds = seconds_since(t1);
   return out;
 }
 
@@ -662,7 +701,7 @@ StepStats GrpoTrainer::step() {
   // The rollout statistics: of the batches made in this step, else of the one trained on.
   std::vector<double> rewards, first;
   int64_t groups = 0, zero_std = 0, tokens = 0, samples = 0;
-  double train_extra = 0;  // the reference passes of the batches made
+  double train_extra = 0;  // the reference and old policy passes of the batches made
   for (const auto& r : made.empty() ? std::vector{rollouts_} : made) {
     rewards.insert(rewards.end(), r->rewards.begin(), r->rewards.end());
     first.insert(first.end(), r->first.begin(), r->first.end());
@@ -670,7 +709,7 @@ StepStats GrpoTrainer::step() {
     samples += static_cast<int64_t>(r->rewards.size());
   }
   for (const auto& r : made) {
-    st.gen_seconds += r->gen_seconds, st.score_seconds += r->score_seconds, train_extra += r->ref_seconds;
+    st.gen_seconds += r->gen_seconds, st.score_seconds += r->score_seconds, train_extra += r->pass_seconds;
     st.completions.insert(st.completions.end(), r->completions.begin(), r->completions.end());
   }
   const double n = static_cast<double>(rewards.size());
@@ -692,6 +731,7 @@ StepStats GrpoTrainer::step() {
   st.grad_norm = ps.grad_norm;
   st.entropy = ps.entropy;
   st.entropy_coef = ps.entropy_coef;
+  st.sampling = ps.sampling;
   st.lr = lr;
   st.train_seconds = seconds_since(t1) + train_extra;
   ++step_;

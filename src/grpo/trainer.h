@@ -35,6 +35,12 @@ struct LoggedCompletion {
   std::vector<double> rewards;  // each reward function's score, in the task's order
 };
 
+// TRL's sampling/ metrics (vllm_importance_sampling_correction): the sampler's mismatch weights'
+// min, mean and max, and the mean and max |old - sampler log-prob| over the completion tokens.
+struct SamplingStats {
+  double is_ratio_min = 0, is_ratio_mean = 0, is_ratio_max = 0, logp_diff_mean = 0, logp_diff_max = 0;
+};
+
 // An optimizer step's statistics. The rollout ones (reward ... completion_length) describe the
 // generation batches made in the step, or, in a step that made none, the one it trained on;
 // samples, tokens and the generation times count only what the step made.
@@ -48,11 +54,14 @@ struct StepStats {
   double gen_seconds = 0, score_seconds = 0, train_seconds = 0;  // score: rewards, advantages, the batch
   std::optional<double> entropy;              // mean token entropy, when the loss needed it (TRL's metric)
   std::optional<double> entropy_coef;         // the bonus's coefficient after the step, when the bonus is on
+  std::optional<SamplingStats> sampling;      // with vllm_importance_sampling_correction
   std::vector<LoggedCompletion> completions;  // every completion of the step, with log_completions
 };
 
-// Adds "entropy" and "entropy_coef" to a step's log line, where the step measured them.
-void add_entropy_stats(nlohmann::json& line, const StepStats& s);
+// Adds the statistics a step measured only with some settings to its log line: "entropy",
+// "entropy_coef", and importance_sampling_ratio_min / _mean / _max and
+// sampling_logp_difference_mean / _max.
+void add_optional_stats(nlohmann::json& line, const StepStats& s);
 // The first `limit` (nullopt: all) of a step's logged completions as JSON objects: prompt,
 // completion, reward, advantage and "rewards" {function name: score}.
 nlohmann::json completions_json(const StepStats& s, const tasks::Task& task, std::optional<int> limit = std::nullopt);
@@ -105,9 +114,12 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
 struct PolicyBatch {
   at::Tensor ids, attn, pos;   // [N, prompt_len + completion_len]: long, bool, long
   at::Tensor completion_mask;  // [N, completion_len] float: 1 for tokens that count
-  at::Tensor old_logps;        // [N, completion_len]: of the policy that generated them
-  at::Tensor advantages;       // [N]
-  at::Tensor ref_logps;        // [N, completion_len]: adapter off (PolicyOptimizer::reference_pass); beta > 0 only
+  // [N, completion_len]: of the policy that generated them: the sampler's, or with
+  // vllm_importance_sampling_correction the trainer's (PolicyOptimizer::old_policy_pass; undefined:
+  // the first training pass's own, detached), the sampler's then in sampling_logps.
+  at::Tensor old_logps, sampling_logps;
+  at::Tensor advantages;  // [N]
+  at::Tensor ref_logps;   // [N, completion_len]: adapter off (PolicyOptimizer::reference_pass); beta > 0 only
   int64_t prompt_len = 0, completion_len = 0;
   // Each row's prompt and completion tokens, on the host (policy_batch sets them), so that a
   // micro-batch forwards only its own window; empty: every row as long as the batch.
@@ -147,6 +159,7 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, int6
 struct PolicyStats {
   double loss = 0, kl = 0, clip_ratio = 0, grad_norm = 0;
   std::optional<double> entropy, entropy_coef;  // as StepStats
+  std::optional<SamplingStats> sampling;
 };
 
 // The training half of GRPO: the reference pass (adapter off) of a generation batch when
@@ -160,6 +173,11 @@ class PolicyOptimizer {
   ~PolicyOptimizer();
   // Sets b.ref_logps when beta > 0 (b on the model's device).
   void reference_pass(PolicyBatch& b);
+  // With vllm_importance_sampling_correction, once per generation batch before its first step:
+  // the sampler's log-probs move to b.sampling_logps, and b.old_logps become the trainer's: a
+  // no-grad pass now, or, when every row is trained before the first update (on_policy),
+  // undefined (each micro-batch's own, detached). Without the correction: nothing.
+  void old_policy_pass(PolicyBatch& b, bool on_policy);
   // One optimizer step at learning rate lr over these micro-batches (on the model's device, with
   // ref_logps when beta > 0), each cut to micro_batch_size() rows.
   PolicyStats step(const std::vector<PolicySlice>& slices, double lr);
@@ -168,6 +186,7 @@ class PolicyOptimizer {
   PolicyStats optimize(const PolicyBatch& b, double lr);
   torch::optim::AdamW& adamw() { return *opt_; }
   int64_t reference_passes() const { return ref_passes_; }
+  int64_t old_policy_passes() const { return old_passes_; }
   // Sequences per training micro-batch: per_device_train_batch_size, or less once a
   // micro-batch ran out of memory (auto_find_batch_size).
   int64_t micro_batch_size() const { return mb_; }
@@ -192,13 +211,15 @@ class PolicyOptimizer {
   GrpoConfig cfg_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> opt_;
-  int64_t ref_passes_ = 0;
+  int64_t ref_passes_ = 0, old_passes_ = 0;
   int64_t since_momentum_reset_ = -1;  // optimizer steps since reset_momentum(); -1: never
   int64_t mb_;                         // micro_batch_size()
   EntropyControl entropy_;
   // Runs pass(micro-batch size); on running out of memory, halves the size and runs it again
   // (auto_find_batch_size), else throws UserError naming the fix. `what` names the pass.
   void with_micro_batch(const char* what, const std::function<void(int64_t)>& pass);
+  // Every row's completion log-probs, without gradients, adapters on or off (`what` names the pass).
+  at::Tensor no_grad_logps(const PolicyBatch& b, const char* what, bool adapters);
 };
 
 // AdamW divides its first moment by 1 - beta1^t, t counting every step, so once t is large a
@@ -245,6 +266,7 @@ class GrpoTrainer {
   torch::optim::AdamW& optimizer() { return policy_->adamw(); }
   // Count of reference (adapter-off) forward passes run: 0 when beta == 0.
   int64_t reference_passes() const { return policy_->reference_passes(); }
+  int64_t old_policy_passes() const { return policy_->old_policy_passes(); }
 
  private:
   model::Model& m_;

@@ -242,7 +242,7 @@ void Worker::step() {
                       {"gen_seconds", s.gen_seconds},
                       {"score_seconds", s.score_seconds},
                       {"train_seconds", s.train_seconds}};
-  grpo::add_entropy_stats(line, s);
+  grpo::add_optional_stats(line, s);
   if (!s.completions.empty())
     line["completions"] = grpo::completions_json(s, *ses_->task, cfg_.train.num_completions_to_print);
   log_lines_ += line.dump() + "\n";

@@ -217,6 +217,50 @@ TEST(RunConfig, TrlKeysWithoutACounterpartSayWhy) {
   EXPECT_TRUE(has(e, "[grpo] vllm_mode is not a bucketrl setting")) << e;
 }
 
+// TRL's vllm_importance_sampling_* keys are read (bucketrl's decoder in vLLM's place): TOML's inf
+// and null (--set) mean no upper bound, which run.json keeps; bad bounds and vespo with a
+// per-sequence mode are refused with the fix; TRL's deprecated _cap names its successor.
+TEST(RunConfig, SamplerCorrectionKeysAsTrl) {
+  RunConfig d;
+  EXPECT_FALSE(d.grpo.vllm_importance_sampling_correction);
+  EXPECT_EQ(d.grpo.vllm_importance_sampling_mode, grpo::SamplingCorrectionMode::sequence_mask);
+  EXPECT_EQ(d.grpo.vllm_importance_sampling_clip_max, 3.0);  // TRL's defaults
+  EXPECT_FALSE(d.grpo.vllm_importance_sampling_clip_min);
+  auto c = RunConfig::from_toml_string(
+      "[grpo]\nvllm_importance_sampling_correction = true\nvllm_importance_sampling_mode = \"token_truncate\"\n"
+      "vllm_importance_sampling_clip_max = inf\nvllm_importance_sampling_clip_min = 0.5\n",
+      "run.toml");
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_TRUE(c.grpo.vllm_importance_sampling_correction);
+  EXPECT_EQ(c.grpo.vllm_importance_sampling_mode, grpo::SamplingCorrectionMode::token_truncate);
+  EXPECT_EQ(c.grpo.vllm_importance_sampling_clip_min, 0.5);
+  RunConfig back;
+  back.apply_json(nlohmann::json::parse(c.to_json().dump()), "run.json");
+  EXPECT_NO_THROW(back.validate());
+  EXPECT_FALSE(back.grpo.vllm_importance_sampling_clip_max.value_or(INFINITY) < INFINITY) << "still unbounded";
+  EXPECT_EQ(back.grpo.vllm_importance_sampling_mode, grpo::SamplingCorrectionMode::token_truncate);
+  RunConfig n;
+  n.apply_overrides({"grpo.vllm_importance_sampling_clip_max=null"});
+  EXPECT_FALSE(n.grpo.vllm_importance_sampling_clip_max);
+  n.apply_overrides({"grpo.vllm_importance_sampling_clip_max=0"});
+  std::string e = error_of([&] { n.validate(); });
+  EXPECT_TRUE(has(e, "vllm_importance_sampling_clip_max (0) must be > 0")) << e;
+  n.apply_overrides({"grpo.vllm_importance_sampling_clip_max=2", "grpo.vllm_importance_sampling_clip_min=2.5"});
+  e = error_of([&] { n.validate(); });
+  EXPECT_TRUE(has(e, "vllm_importance_sampling_clip_min (2.5) must be in [0, vllm_importance_sampling_clip_max (2)]"))
+      << e;
+  RunConfig v;
+  v.apply_overrides({"grpo.loss_type=vespo", "grpo.vllm_importance_sampling_correction=true"});
+  e = error_of([&] { v.validate(); });
+  EXPECT_TRUE(has(e, "must be 'token_truncate' or 'token_mask', not 'sequence_mask'")) << e;
+  v.apply_overrides({"grpo.vllm_importance_sampling_mode=token_mask"});
+  EXPECT_NO_THROW(v.validate());
+  e = error_of([] { RunConfig::from_toml_string("[grpo]\nvllm_importance_sampling_cap = 2.0\n", "run.toml"); });
+  EXPECT_TRUE(has(e, "renamed it vllm_importance_sampling_clip_max")) << e;
+  e = error_of([] { RunConfig::from_toml_string("[grpo]\nvllm_importance_sampling_mode = \"seq\"\n", "run.toml"); });
+  EXPECT_TRUE(has(e, "token_truncate")) << e;
+}
+
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
   EXPECT_EQ(c.sync.mode, SyncMode::async);

@@ -2,13 +2,15 @@
 // micro-batch equal the CPU's in f32, stay within a stated tolerance with a bf16 base (adapter
 // in f32), and PolicyOptimizer's whole step (reference pass, micro-batches, clipping, AdamW)
 // runs on the GPU with the CPU's loss; the multi-tensor clipping and fused AdamW equal
-// libtorch's per-tensor ones there. Skips without a GPU.
+// libtorch's per-tensor ones there; the sampler/trainer log-prob mismatch per dtype. Skips
+// without a GPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../cuda_util.h"
 #include "../model/test_util.h"
 #include "optim_check.h"
+#include "generate/generate.h"
 #include "grpo/loss.h"
 #include "grpo/trainer.h"
 #include "lora/lora.h"
@@ -162,4 +164,49 @@ TEST(OptimCuda, FusedAdamWAndClippingMatchLibtorch) {
   REQUIRE_GPU();
   test::expect_fused_adamw_matches_libtorch(at::kCUDA, at::kFloat, 2e-6);
   test::expect_clip_grad_norm_matches_libtorch(at::kCUDA);
+}
+
+// The sampler's mismatch on the GPU (vllm_importance_sampling_correction): completions sampled
+// by the static decoder (CUDA graphs), then the trainer's log-probs of them. In f32 the two agree
+// to rounding (weights 1); with a bf16 base they differ by bf16 rounding, which this prints (the
+// figure that says whether the correction is worth its cost) and bounds loosely: a mean |difference|
+// under 0.1 nats and mean weight within [0.5, 2] (a larger mismatch would be a decoder bug). Also:
+// the old policy pass (num_iterations 2) runs on the device.
+TEST(CudaTrain, SamplerMismatchPerDtype) {
+  REQUIRE_GPU();
+  test::strict_fp32();
+  auto c = test::tiny_config("qwen2");
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dt));
+    auto m = with_adapter(c, dt, at::Device(at::kCUDA));
+    gen::GenerateOptions go;
+    go.num_generations = 8;
+    go.max_new_tokens = 24;
+    go.seed = 3;
+    const std::vector<std::vector<int32_t>> prompts = {{5, 9, 2, 7}, {11, 3}, {4, 4, 8, 1, 6}, {2}};
+    auto comps = gen::generate(m, prompts, go);
+    grpo::PolicyBatch b = grpo::policy_batch(prompts, comps, false);
+    b.advantages = at::randn({b.ids.size(0)});
+    grpo::GrpoConfig g;
+    g.num_generations = 8;
+    g.per_device_train_batch_size = 8;
+    g.num_iterations = 2;
+    g.vllm_importance_sampling_correction = true;
+    g.vllm_importance_sampling_mode = grpo::SamplingCorrectionMode::token_truncate;
+    grpo::PolicyOptimizer po(m, g);
+    const grpo::PolicyStats st = po.optimize(b, 0.0);  // no update: both iterations see the sampler's policy
+    ASSERT_TRUE(st.sampling);
+    EXPECT_EQ(po.old_policy_passes(), 1);
+    const grpo::SamplingStats& s = *st.sampling;
+    std::printf("    %s: |trainer - sampler| log-prob mean %.2e max %.2e; weights min %.4f mean %.4f max %.4f\n",
+                c10::toString(dt), s.logp_diff_mean, s.logp_diff_max, s.is_ratio_min, s.is_ratio_mean, s.is_ratio_max);
+    if (dt == at::kFloat) {
+      EXPECT_LT(s.logp_diff_max, 1e-3);
+      EXPECT_NEAR(s.is_ratio_mean, 1.0, 1e-3);
+    } else {
+      EXPECT_LT(s.logp_diff_mean, 0.1);
+      EXPECT_GT(s.is_ratio_mean, 0.5);
+      EXPECT_LT(s.is_ratio_mean, 2.0);
+    }
+  }
 }

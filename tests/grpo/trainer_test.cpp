@@ -13,6 +13,7 @@
 #include "../model/test_util.h"
 #include "optim_check.h"
 #include "config/lora_config.h"
+#include "generate/generate.h"
 #include "grpo/loss.h"
 #include "grpo/pretrain.h"
 #include "lora/lora.h"
@@ -887,3 +888,94 @@ TEST(Optim, FusedAdamWMatchesLibtorchAdamW) {
 }
 
 TEST(Optim, ClipGradNormMatchesLibtorch) { test::expect_clip_grad_norm_matches_libtorch(at::kCPU); }
+
+// The sampler's mismatch correction (vllm_importance_sampling_correction) through the model. Rows
+// whose sampler log-probs are made 2 nats per token higher than the policy's get the weight
+// e^(-2 x length) < clip_min 0.5, so sequence_mask drops them: the step's gradient is the one
+// without the correction on the same batch with those rows' advantages 0 (the others' weights are
+// 1 up to rounding: the sampler is this model, in this precision). Without the correction they
+// would train (clipped), so the gradient differs.
+TEST(GrpoTrainer, SamplerCorrectionDropsRowsTheSamplerDisagreesOn) {
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  gen::GenerateOptions go;
+  go.num_generations = 4;
+  go.max_new_tokens = 6;
+  go.seed = 5;
+  auto comps = gen::generate(m, {{1, 2, 3}, {4, 5}}, go);
+  ASSERT_EQ(comps.size(), 8u);
+  const std::vector<int64_t> shifted = {1, 4, 6};
+  for (int64_t i : shifted)
+    for (float& lp : comps[static_cast<size_t>(i)].logprobs) lp += 2.0f;
+  const at::Tensor adv = torch::tensor({0.5, -1.0, 1.5, -0.7, 1.0, 0.3, -1.2, 0.8}, torch::kFloat);
+  auto gradient = [&](bool correction, bool zero_shifted, grpo::SamplingCorrectionMode mode) {
+    auto g = small_grpo(0.0);
+    g.per_device_train_batch_size = 4;  // two micro-batches
+    g.max_grad_norm = 0;
+    g.vllm_importance_sampling_correction = correction;
+    g.vllm_importance_sampling_mode = mode;
+    g.vllm_importance_sampling_clip_min = 0.5;
+    grpo::PolicyBatch b = grpo::policy_batch({{1, 2, 3}, {4, 5}}, comps, false);
+    b.advantages = adv.clone();
+    if (zero_shifted)
+      for (int64_t i : shifted) b.advantages[i].fill_(0.0);
+    grpo::PolicyOptimizer po(m, g);
+    const grpo::PolicyStats st = po.optimize(b, /*lr=*/0.0);  // gradients, no update
+    EXPECT_EQ(st.sampling.has_value(), correction);
+    if (correction) EXPECT_EQ(st.sampling->is_ratio_min, 0.0) << "some rows dropped";
+    std::vector<at::Tensor> gs;
+    for (auto& p : lora::parameters(m)) gs.push_back(p.grad().flatten().clone());
+    return at::cat(gs);
+  };
+  const auto seq = grpo::SamplingCorrectionMode::sequence_mask;
+  const at::Tensor expected = gradient(false, true, seq);
+  const at::Tensor corrected = gradient(true, false, seq);
+  const double scale = expected.abs().max().item<double>();
+  ASSERT_GT(scale, 0.0);
+  EXPECT_LT((corrected - expected).abs().max().item<double>(), 1e-5 * scale);
+  EXPECT_GT((gradient(false, false, seq) - expected).abs().max().item<double>(), 1e-2 * scale)
+      << "the shifted rows train without the correction";
+  // token_mask drops each of their tokens (e^-2 < 0.5): the same gradient.
+  EXPECT_LT((gradient(true, false, grpo::SamplingCorrectionMode::token_mask) - expected).abs().max().item<double>(),
+            1e-5 * scale);
+}
+
+// With the correction the old policy's log-probs come from the trainer: when each generation
+// batch trains one optimizer step, its own first pass (no extra pass); when one feeds two steps, a
+// no-grad pass per generation batch before the first. Either way they equal the sampler's up to
+// rounding here (the same model and precision): weights 1 and tiny logged differences, also in the
+// second, off-policy step, whose old log-probs are from before the first update (after it they
+// would be the moved policy's: a tight clip acts there, so the policy did move).
+TEST(GrpoTrainer, SamplerCorrectionTakesOldLogprobsFromTheTrainer) {
+  StepEnv env;
+  auto run = [&](std::optional<int> generation_batch_size) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m);
+    auto g = small_grpo(0.0);
+    g.vllm_importance_sampling_correction = true;
+    g.gradient_accumulation_steps = generation_batch_size ? 1 : 2;
+    g.generation_batch_size = generation_batch_size;
+    g.learning_rate = 0.1;
+    g.epsilon = 1e-3;
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    std::vector<grpo::StepStats> steps{tr.step(), tr.step()};
+    for (auto& s : steps) {
+      EXPECT_TRUE(s.sampling.has_value());
+      if (!s.sampling) continue;
+      EXPECT_NEAR(s.sampling->is_ratio_min, 1.0, 1e-4);
+      EXPECT_NEAR(s.sampling->is_ratio_max, 1.0, 1e-4);
+      EXPECT_NEAR(s.sampling->is_ratio_mean, 1.0, 1e-4);
+      EXPECT_LT(s.sampling->logp_diff_max, 1e-4);
+      EXPECT_GE(s.sampling->logp_diff_mean, 0.0);
+    }
+    return std::pair{steps, tr.old_policy_passes()};
+  };
+  const auto [aligned, aligned_passes] = run(std::nullopt);
+  EXPECT_EQ(aligned_passes, 0) << "on-policy: the first pass's log-probs, detached";
+  EXPECT_EQ(aligned[0].clip_ratio, 0.0);
+  EXPECT_EQ(aligned[1].clip_ratio, 0.0) << "each step on-policy: the ratio is exactly 1";
+  const auto [split, split_passes] = run(8);  // steps_per_generation 2
+  EXPECT_EQ(split_passes, 1) << "one pass for the generation batch that feeds two steps";
+  EXPECT_EQ(split[0].clip_ratio, 0.0);
+  EXPECT_GT(split[1].clip_ratio, 0.0) << "the second step is off-policy";
+}

@@ -20,7 +20,9 @@
 // The newer objectives (TRL 1.16's names and defaults): cispo, sapo, luspo, vespo, sequence-level
 // importance sampling (GSPO), the two-sided cap delta, the off-policy sequence mask, the
 // high-entropy token mask (top_entropy_quantile, on given entropies), and the KL
-// term with and without use_bias_correction_kl (TRL's default True; ours too). Each case's
+// term with and without use_bias_correction_kl (TRL's default True; ours too); the sampler's
+// mismatch correction (vllm_importance_sampling_*: each mode and bound, with TRL's sampling/
+// metrics, and ours with the old log-probs left to the training pass). Each case's
 // settings go to both sides from one JSON object (options_of), so they cannot drift apart.
 // A missing Python or TRL is a failure naming scripts/setup.sh --test, not a skip.
 #include <ATen/ATen.h>
@@ -59,6 +61,7 @@ const std::vector<std::string> kClippedLossTypes = {"grpo", "bnpo", "dr_grpo", "
 
 struct Batch {
   at::Tensor logps, old_logps, ref_logps;  // [B, T] float64
+  at::Tensor sampling_logps;               // [B, T] the sampler's: float32 values (as vLLM gives them)
   at::Tensor entropies;                    // [B, T] in (0, 4): what the loss's entropy mask sees
   at::Tensor mask;                         // [B, T] 1 = completion token, right-padded
   at::Tensor rewards;                      // [B]
@@ -79,6 +82,9 @@ Batch random_batch(uint64_t seed) {
   b.rewards = at::randint(0, 2, {kB}, gen, f64) + 0.5 * at::rand({kB}, gen, f64);
   b.truncated.assign(kB, false);
   b.entropies = 4.0 * at::rand({kB, kT}, gen, f64);
+  // Drawn last, so the draws above stay as they were. N(0, 0.5^2) per token from the old
+  // log-probs: token weights e^d mostly within [1/3, 3], sequence sums (up to 9 tokens) often beyond.
+  b.sampling_logps = (b.old_logps + 0.5 * at::randn({kB, kT}, gen, f64)).to(at::kFloat).to(at::kDouble);
   return b;
 }
 
@@ -167,6 +173,81 @@ const std::map<std::string, NewerCase>& newer_cases() {
         {{"entropy_coef", 0.3}, {"gradient_accumulation_steps", 2}, {"steps_per_generation", 2}, {"micro_batch", 1}}}},
   };
   return cases;
+}
+
+// The sampler's mismatch correction (TRL's vllm_importance_sampling_*; TRL's generation step
+// computes the weights, so these cases go through it): each mode, bounds that bite on this batch,
+// several loss types; "ours_on_policy" (read by this file only): TRL's old log-probs are the
+// policy's own, ours are left undefined (the training pass's, detached).
+struct SamplingCase {
+  std::string type;
+  double beta;
+  json extra;
+  std::string bites;  // what TRL's metrics must show: "masked" (min weight 0), "clamped" (max = clip_max)
+};
+const std::map<std::string, SamplingCase>& sampling_cases() {
+  static const std::map<std::string, SamplingCase> cases = [] {
+    const auto mode = [](const std::string& m, json more = json::object()) {
+      more["vllm_importance_sampling_mode"] = m;
+      return more;
+    };
+    const json kMin = {"vllm_importance_sampling_clip_min", 0.3};  // drops some sequences of this batch
+    std::map<std::string, SamplingCase> m = {
+        {"sequence_mask/dapo", {"dapo", 0.0, json::object(), ""}},  // TRL's defaults: sequence_mask, at most 3
+        {"sequence_mask/gspo", {"grpo", kBeta, {{"importance_sampling_level", "sequence"}, kMin}, "masked"}},
+        {"sequence_mask/min_only",
+         {"bnpo",
+          0.0,
+          {{"vllm_importance_sampling_clip_max", nullptr}, {"vllm_importance_sampling_clip_min", 0.5}},
+          "masked"}},
+        {"sequence_truncate/bnpo",
+         {"bnpo", 0.0, mode("sequence_truncate", {{"vllm_importance_sampling_clip_max", 2.0}}), "clamped"}},
+        {"token_truncate/dapo",
+         {"dapo", kBeta,
+          mode("token_truncate",
+               {{"vllm_importance_sampling_clip_max", 1.25}, {"vllm_importance_sampling_clip_min", 0.8}}),
+          "clamped"}},
+        {"token_truncate/no_max",
+         {"dr_grpo", 0.0,
+          mode("token_truncate",
+               {{"vllm_importance_sampling_clip_max", nullptr}, {"vllm_importance_sampling_clip_min", 0.9}}),
+          ""}},
+        {"token_mask/grpo",
+         {"grpo", 0.0,
+          mode("token_mask", {{"vllm_importance_sampling_clip_max", 1.25}, {"vllm_importance_sampling_clip_min", 0.8}}),
+          "masked"}},
+        {"token_mask/cispo",
+         {"cispo", 0.0, mode("token_mask", {{"epsilon_high", 1.3}, {"vllm_importance_sampling_clip_max", 1.25}}),
+          "masked"}},
+        {"sequence_truncate/sapo",
+         {"sapo", 0.0, mode("sequence_truncate", {{"vllm_importance_sampling_clip_max", 2.0}}), "clamped"}},
+        {"sequence_mask/luspo", {"luspo", 0.0, {{"importance_sampling_level", "sequence"}, kMin}, "masked"}},
+        {"token_truncate/vespo",
+         {"vespo", 0.0, mode("token_truncate", {{"vllm_importance_sampling_clip_max", 1.25}}), "clamped"}},
+        {"token_mask/vespo",
+         {"vespo", kBeta, mode("token_mask", {{"vllm_importance_sampling_clip_max", 1.25}}), "masked"}},
+        // The off-policy mask measures the drift from the sampler's log-probs, not the old ones.
+        {"opsm/dapo", {"dapo", 0.0, {{"off_policy_mask_threshold", 0.05}, kMin}, "masked"}},
+        {"on_policy/dapo", {"dapo", 0.0, {{"ours_on_policy", true}, kMin}, "masked"}},
+        {"on_policy/token_truncate",
+         {"grpo", kBeta,
+          mode("token_truncate", {{"ours_on_policy", true}, {"vllm_importance_sampling_clip_max", 1.25}}), "clamped"}},
+        // The second of two micro-batches: the generation batch's weights, split.
+        {"micro/sequence_mask",
+         {"dapo", 0.0, {{"gradient_accumulation_steps", 2}, {"steps_per_generation", 2}, {"micro_batch", 1}}, ""}},
+    };
+    return m;
+  }();
+  return cases;
+}
+
+// A sampling case as TRL runs it.
+json sampling_case(const Batch& b, const SamplingCase& sc) {
+  json c = loss_case(b, sc.type, sc.beta, sc.extra);
+  c["vllm_importance_sampling_correction"] = true;
+  c["sampling_logps"] = to_json(b.sampling_logps);
+  if (c.value("ours_on_policy", false)) c["old_logps"] = c["logps"];
+  return c;
 }
 
 std::string case_name(const std::string& type, double beta) { return type + (beta != 0 ? "/beta" : "/no_kl"); }
@@ -268,6 +349,7 @@ std::map<std::string, json> all_cases() {
                              {"num_generations", kG},
                              {"completion_mask", mask}};
   for (auto& [name, nc] : newer_cases()) cases["newer/" + name] = loss_case(b, nc.type, nc.beta, nc.extra);
+  for (auto& [name, sc] : sampling_cases()) cases["sampling/" + name] = sampling_case(b, sc);
   for (auto& [name, extra] : adaptive_cases()) {
     json c = loss_case(b, extra.at("loss_type"), 0.0, extra);
     c["entropy_steps"] = json::array();
@@ -334,13 +416,15 @@ struct Ours {
 };
 
 // grpo_loss on rows [r0, r1) of the batch, differentiated with respect to the whole logps tensor.
+// on_policy: old_logps left undefined (the loss takes logps, detached).
 Ours ours(const Batch& b, const at::Tensor& mask, const at::Tensor& advantages, const LossOptions& o, int64_t r0,
-          int64_t r1) {
+          int64_t r1, bool on_policy = false) {
   at::Tensor leaf = b.logps.clone().requires_grad_(true);
   at::Tensor ent = b.entropies.clone().requires_grad_(o.entropy_coef != 0);
   LossInputs in;
   in.logps = leaf.slice(0, r0, r1);
-  in.old_logps = b.old_logps.slice(0, r0, r1);
+  if (!on_policy) in.old_logps = b.old_logps.slice(0, r0, r1);
+  if (o.sampling_correction) in.sampling_logps = b.sampling_logps.slice(0, r0, r1);
   if (o.beta != 0) in.ref_logps = b.ref_logps.slice(0, r0, r1);
   in.advantages = advantages.slice(0, r0, r1);
   in.mask = mask.slice(0, r0, r1);
@@ -375,6 +459,12 @@ LossOptions options_of(const json& c, double num_items_in_batch) {
   o.top_entropy_quantile = c.value("top_entropy_quantile", o.top_entropy_quantile);
   o.entropy_coef = c.value("entropy_coef", o.entropy_coef);
   o.accumulation_steps = c.value("gradient_accumulation_steps", int64_t{1});
+  o.sampling_correction = c.value("vllm_importance_sampling_correction", false);
+  o.sampling_correction_mode =
+      kSamplingCorrectionModes.value(c.value("vllm_importance_sampling_mode", std::string("sequence_mask")));
+  const json clip_max = c.value("vllm_importance_sampling_clip_max", json(3.0));  // TRL's default
+  if (!clip_max.is_null()) o.sampling_clip_max = clip_max.get<double>();
+  o.sampling_clip_min = c.value("vllm_importance_sampling_clip_min", 0.0);
   // What trainer.cpp passes for a micro-batch of a generation batch of num_items_in_batch tokens.
   o.num_items_in_batch = num_items_in_batch > 0 ? tokens_per_optimizer_step(num_items_in_batch, o.accumulation_steps,
                                                                             c.value("steps_per_generation", 1))
@@ -393,7 +483,7 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   int64_t r0 = t["rows"][0], r1 = t["rows"][1];
   const LossOptions opt = options_of(c, num_items_in_batch);
   // TRL's advantages (float64) as the input, so the loss comparison is not blurred by ours being float32.
-  Ours o = ours(b, mask, from_json(t["advantages"]), opt, r0, r1);
+  Ours o = ours(b, mask, from_json(t["advantages"]), opt, r0, r1, c.value("ours_on_policy", false));
   double dl = rel(o.loss, t["loss"].get<double>());
   double dg = rel(o.grad, from_json(t["grad"]));
   const double tol = opt.loss_type == LossType::sapo ? kSapoTol : kLossTol;
@@ -415,6 +505,19 @@ double expect_matches(const Batch& b, const json& t, const at::Tensor& mask, dou
   }
   if (opt.beta != 0) {
     EXPECT_LE(rel(o.stats.kl, t["metrics"]["kl"].get<double>()), kLossTol) << "logged KL";
+  }
+  // TRL logs the sampler's statistics over the generation batch: comparable when the loss saw all of it.
+  if (opt.sampling_correction && r0 == 0 && r1 == b.logps.size(0)) {
+    const std::pair<const char*, double> logged[] = {
+        {"sampling/importance_sampling_ratio/min", o.stats.is_ratio_min},
+        {"sampling/importance_sampling_ratio/mean", o.stats.is_ratio_mean},
+        {"sampling/importance_sampling_ratio/max", o.stats.is_ratio_max},
+        {"sampling/sampling_logp_difference/mean", o.stats.sampling_logp_diff_mean},
+        {"sampling/sampling_logp_difference/max", o.stats.sampling_logp_diff_max}};
+    for (const auto& [name, mine] : logged) {
+      EXPECT_TRUE(m.contains(name)) << name;
+      if (m.contains(name)) EXPECT_NEAR(mine, m[name].get<double>(), kLossTol * std::max(1.0, std::abs(mine))) << name;
+    }
   }
   return std::max({dl, dg, opt.entropy_coef != 0 ? de : 0.0});
 }
@@ -544,6 +647,27 @@ TEST(TrlOracle, AdvantagesMatchTrlForEachScaleRewards) {
     EXPECT_TRUE((mine.slice(0, 8, 12) == 0).all().item<bool>());
     std::printf("    %s: max |ours - TRL| / max |TRL| %.2e\n", scale.c_str(), rel(mine, theirs));
   }
+}
+
+// The sampler's mismatch correction (vllm_importance_sampling_*), each mode and bound, against
+// TRL's generation step (which computes the weights) and _compute_loss; each case's bounds bite.
+TEST(TrlOracle, SamplerCorrectionMatchesTrl) {
+  ASSERT_TRUE(trl_ran());
+  Batch b = random_batch(2024);
+  double worst = 0;
+  for (auto& [name, sc] : sampling_cases()) {
+    SCOPED_TRACE(name);
+    const json& t = trl().results.at("sampling/" + name);
+    ASSERT_TRUE(t.contains("loss")) << t.dump();
+    const json& c = trl().cases.at("sampling/" + name);
+    worst = std::max(worst, expect_matches(b, t, b.mask, t["num_items_in_batch"].get<double>(), c));
+    const json& m = t["metrics"];
+    if (sc.bites == "masked") EXPECT_EQ(m["sampling/importance_sampling_ratio/min"].get<double>(), 0);
+    if (sc.bites == "clamped")
+      EXPECT_EQ(m["sampling/importance_sampling_ratio/max"].get<double>(),
+                c.value("vllm_importance_sampling_clip_max", 3.0));
+  }
+  std::printf("    max relative diff (loss, gradient) %.2e\n", worst);
 }
 
 // The newer loss types and knobs, each against TRL's own _compute_loss on the same batch.

@@ -20,6 +20,10 @@ A case (B completions of T tokens; lists of floats):
   delta, sapo_temperature_pos, sapo_temperature_neg, off_policy_mask_threshold, vespo_k_pos,
   vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg, top_entropy_quantile: GRPOConfig's names;
   absent = GRPOConfig's default.
+  sampling_logps [B][T]  the sampler's log-probs (float32 values, as vLLM returns them): the stand-in is
+                    a trainer with use_vllm, and vllm_importance_sampling_correction, _mode, _clip_max
+                    (null: None), _clip_min apply (TRL's generation step computes the importance
+                    sampling ratio from old_logps and these)
   entropies [B][T]  the policy's per-token entropies the loss sees (for top_entropy_quantile and
                     the entropy bonus, entropy_coef: then a leaf with a gradient); absent = zeros
   entropy_steps [S][B][T]  adaptive entropy control (use_adaptive_entropy, entropy_coef_min,
@@ -80,7 +84,9 @@ _SETTINGS = ("loss_type", "beta", "epsilon", "epsilon_high", "max_completion_len
              "importance_sampling_level", "delta", "sapo_temperature_pos", "sapo_temperature_neg",
              "off_policy_mask_threshold", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
              "top_entropy_quantile", "multi_objective_aggregation", "entropy_coef", "use_adaptive_entropy",
-             "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta", "entropy_target")
+             "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta", "entropy_target",
+             "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+             "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min")
 _EOS, _PAD = 2, 0  # token ids of the stand-in tokenizer; every other completion token is 1
 
 
@@ -128,8 +134,9 @@ class _LogpsSource:
         return out, ent, None
 
 
-def _stand_in(args, accelerator, source):
-    """The attributes of a GRPOTrainer that the two methods read, set as GRPOTrainer.__init__ sets them."""
+def _stand_in(args, accelerator, source, sampled=False):
+    """The attributes of a GRPOTrainer that the two methods read, set as GRPOTrainer.__init__ sets them.
+    sampled: completions come with the sampler's log-probs (a trainer with use_vllm)."""
     trainer = SimpleNamespace(
         args=args, accelerator=accelerator, model=source.policy, ref_model=source.ref if args.beta != 0.0 else None,
         loss_type=args.loss_type, beta=args.beta, epsilon_low=args.epsilon,
@@ -140,7 +147,10 @@ def _stand_in(args, accelerator, source):
         importance_sampling_level=args.importance_sampling_level,
         off_policy_mask_threshold=args.off_policy_mask_threshold,
         top_entropy_quantile=args.top_entropy_quantile, mask_truncated_completions=args.mask_truncated_completions,
-        use_vllm=False, vllm_importance_sampling_correction=args.vllm_importance_sampling_correction,
+        use_vllm=sampled, vllm_importance_sampling_correction=args.vllm_importance_sampling_correction,
+        vllm_importance_sampling_mode=args.vllm_importance_sampling_mode,
+        vllm_importance_sampling_clip_max=args.vllm_importance_sampling_clip_max,
+        vllm_importance_sampling_clip_min=args.vllm_importance_sampling_clip_min,
         aux_loss_enabled=False, _entropy_bonus_enabled=args.entropy_coef != 0.0 or args.use_adaptive_entropy,
         entropy_coef=args.entropy_coef, use_adaptive_entropy=args.use_adaptive_entropy,
         _last_world_entropy=float("inf"), _entropy_window_stats=None,  # as GRPOTrainer.__init__ sets them
@@ -169,8 +179,12 @@ def _generation_batch(case, trainer, mask):
     truncated = case.get("truncated", [False] * B)  # hit the length limit: no EOS at the end
     completions = [[1] * (n - 1) + [1 if cut else _EOS] for n, cut in zip(lengths, truncated, strict=True)]
 
+    sampling = None  # as vLLM returns them: one list per completion, of its own length
+    if "sampling_logps" in case:
+        sampling = [row[:n] for row, n in zip(case["sampling_logps"], lengths, strict=True)]
+
     def generate(prompts):
-        return ([[i] for i in range(B)], completions, None, [""] * B, None, {}, None, None)
+        return ([[i] for i in range(B)], completions, None, [""] * B, sampling, {}, None, None)
 
     rewards = _tensor(case["rewards"])
     rewards = rewards.unsqueeze(1) if rewards.dim() == 1 else rewards  # [B, K reward functions]
@@ -208,7 +222,9 @@ def run_case(case):
     args = _make_args(case, B)
     accelerator = Accelerator(cpu=True)  # after GRPOConfig, which resets accelerate's shared state
     source = _LogpsSource(case, SimpleNamespace(training=True, is_gradient_checkpointing=False), object())
-    trainer = _stand_in(args, accelerator, source)
+    trainer = _stand_in(args, accelerator, source, sampled="sampling_logps" in case)
+    if "sampling_logps" in case and "rewards" not in case:
+        raise SystemExit("sampling_logps: TRL computes the importance sampling ratio in its generation step: give rewards")
     out = {}
     if "rewards" in case:
         batch = _generation_batch(case, trainer, mask)
