@@ -51,6 +51,9 @@ ConfigTable GrpoConfig::table() {
            "recompute each decoder layer in backward instead of keeping its activations")
       .add("disable_dropout", &disable_dropout,
            "no dropout while training (the adapter's lora.lora_dropout): log-probs as the sampler's")
+      .add("cast_lm_head_to_fp32", &cast_lm_head_to_fp32,
+           "compute logits and log-probs with a float32 copy of the LM head over float32 hidden states (ScaleRL; "
+           "for bf16 models: the sampler's and the trainer's log-probs agree more closely)")
       .add("group_by_length", &group_by_length,
            "sort the rows that share an optimizer step by length into its micro-batches (less padding to forward)")
       .add("auto_find_batch_size", &auto_find_batch_size,

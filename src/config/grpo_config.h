@@ -84,6 +84,10 @@ struct GrpoConfig {
   // TRL's disable_dropout: no dropout while training (here the adapter's lora_dropout), so the
   // policy's log-probs are the sampler's, and the on-policy ratio is 1.
   bool disable_dropout = false;
+  // TRL's cast_lm_head_to_fp32 (ScaleRL): logits and log-probs from an f32 copy of the LM head
+  // over f32 hidden states (model::Model::lm_head_f32), for the sampler, the trainer and the
+  // evaluator alike; a no-op over an f32 model.
+  bool cast_lm_head_to_fp32 = false;
   // transformers' group_by_length: rows of similar length train in the same micro-batch, so
   // each forwards a narrower window (PolicyBatch: its rows' longest prompt and completion).
   // Rows are regrouped only among those that share an optimizer step, so the step's gradient

@@ -43,6 +43,7 @@ Session open_session(const RunConfig& cfg) {
   // Refused here rather than at the first forward past the window, mid-run.
   s.model.check_window(cfg.grpo.max_prompt_length + cfg.grpo.max_completion_length);
   lora::attach(s.model, cfg.lora);  // on the model's device; f32 over a bf16 base
+  if (cfg.grpo.cast_lm_head_to_fp32) s.model.cast_lm_head_to_fp32();
   for (auto& r : s.task->rewards) s.reward_weights.push_back(r->name() == "format" ? cfg.task.format_weight : 1.0);
   return s;
 }

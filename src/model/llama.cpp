@@ -180,6 +180,7 @@ torch::Tensor Model::layers_forward(const torch::Tensor& input_ids, const torch:
 }
 
 torch::Tensor Model::lm_logits(const torch::Tensor& hidden) const {
+  if (lm_head_f32.defined()) return fast_linear(hidden.to(at::kFloat), lm_head_f32);
   return fast_linear(hidden, output_weight());  // [..., V]; decode rows: skinny_linear
 }
 
@@ -193,11 +194,13 @@ torch::Tensor Model::logits(const torch::Tensor& input_ids) const {
 
 torch::Tensor Model::token_logprobs(const torch::Tensor& hidden, const torch::Tensor& targets, double temperature,
                                     torch::Tensor* entropy, bool entropy_grad) const {
+  const bool f32_head = lm_head_f32.defined();
+  const torch::Tensor h = f32_head ? hidden.to(at::kFloat) : hidden;  // its gradient comes back in hidden's dtype
+  const torch::Tensor& w = f32_head ? lm_head_f32 : output_weight();
   if (hidden.is_cuda())  // see kChunkTokensCuda
-    return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokensCuda,
+    return chunked_token_logprobs(h, w, targets, temperature, kChunkTokensCuda,
                                   device_free_memory_bytes(hidden.device()) / 4, entropy, entropy_grad);
-  return chunked_token_logprobs(hidden, output_weight(), targets, temperature, kChunkTokens, kKeepSoftmaxBytes, entropy,
-                                entropy_grad);
+  return chunked_token_logprobs(h, w, targets, temperature, kChunkTokens, kKeepSoftmaxBytes, entropy, entropy_grad);
 }
 
 std::vector<NamedTensor> Model::named_tensors() {
@@ -274,6 +277,7 @@ void Model::to(torch::Device dev) {
     t = t.detach().to(dev).set_requires_grad(rg);
   };
   for (auto& nt : named_tensors()) move(*nt.tensor);
+  move(lm_head_f32);
   for (auto& [name, lin] : projections())
     if (lin->lora) {
       move(lin->lora->A);

@@ -57,6 +57,13 @@ class Model {
   // activations at a time, for one more forward pass.
   bool gradient_checkpointing = false;
 
+  // TRL's cast_lm_head_to_fp32 (the ScaleRL recipe): the output weight in float32, by which
+  // lm_logits and token_logprobs multiply float32 hidden states, so the sampler's logits and the
+  // trainer's log-probs both come from an f32 head over a bf16 model. Undefined: the head in the
+  // model's dtype. Not a weight of the model (not saved, not converted by to(dtype)); frozen.
+  torch::Tensor lm_head_f32;
+  void cast_lm_head_to_fp32() { lm_head_f32 = output_weight().detach().to(torch::kFloat); }
+
   const torch::Tensor& output_weight() const { return lm_head.defined() ? lm_head : embed_tokens; }
   torch::ScalarType dtype() const { return embed_tokens.scalar_type(); }
   torch::Device device() const { return embed_tokens.device(); }

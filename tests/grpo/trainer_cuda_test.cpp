@@ -168,7 +168,8 @@ TEST(OptimCuda, FusedAdamWAndClippingMatchLibtorch) {
 
 // The sampler's mismatch on the GPU (vllm_importance_sampling_correction): completions sampled
 // by the static decoder (CUDA graphs), then the trainer's log-probs of them. In f32 the two agree
-// to rounding (weights 1); with a bf16 base they differ by bf16 rounding, which this prints (the
+// to rounding (weights 1); with a bf16 base (and with its LM head cast to f32, the ScaleRL recipe)
+// they differ by bf16 rounding, which this prints (the
 // figure that says whether the correction is worth its cost) and bounds loosely: a mean |difference|
 // under 0.1 nats and mean weight within [0.5, 2] (a larger mismatch would be a decoder bug). Also:
 // the old policy pass (num_iterations 2) runs on the device.
@@ -176,9 +177,13 @@ TEST(CudaTrain, SamplerMismatchPerDtype) {
   REQUIRE_GPU();
   test::strict_fp32();
   auto c = test::tiny_config("qwen2");
-  for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
-    SCOPED_TRACE(c10::toString(dt));
+  const std::vector<std::pair<at::ScalarType, bool>> variants = {
+      {at::kFloat, false}, {at::kBFloat16, false}, {at::kBFloat16, true}};  // dtype, f32 LM head
+  for (const auto& [dt, f32_head] : variants) {
+    const std::string what = std::string(c10::toString(dt)) + (f32_head ? " + cast_lm_head_to_fp32" : "");
+    SCOPED_TRACE(what);
     auto m = with_adapter(c, dt, at::Device(at::kCUDA));
+    if (f32_head) m.cast_lm_head_to_fp32();
     gen::GenerateOptions go;
     go.num_generations = 8;
     go.max_new_tokens = 24;
@@ -199,7 +204,7 @@ TEST(CudaTrain, SamplerMismatchPerDtype) {
     EXPECT_EQ(po.old_policy_passes(), 1);
     const grpo::SamplingStats& s = *st.sampling;
     std::printf("    %s: |trainer - sampler| log-prob mean %.2e max %.2e; weights min %.4f mean %.4f max %.4f\n",
-                c10::toString(dt), s.logp_diff_mean, s.logp_diff_max, s.is_ratio_min, s.is_ratio_mean, s.is_ratio_max);
+                what.c_str(), s.logp_diff_mean, s.logp_diff_max, s.is_ratio_min, s.is_ratio_mean, s.is_ratio_max);
     if (dt == at::kFloat) {
       EXPECT_LT(s.logp_diff_max, 1e-3);
       EXPECT_NEAR(s.is_ratio_mean, 1.0, 1e-3);

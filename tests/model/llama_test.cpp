@@ -1,6 +1,7 @@
 // The decoder against a naive reference written here from the HF modeling code's equations
 // (per-head loops, explicit K/V head sharing, rotation pairs in double), plus KV-cache and
-// left-padding consistency, chunked log-probs and their gradients, LoRA slots, autograd.
+// left-padding consistency, chunked log-probs and their gradients, LoRA slots, autograd, the
+// float32 LM head (cast_lm_head_to_fp32).
 #include "model/llama.h"
 
 #include <ATen/ATen.h>
@@ -305,6 +306,47 @@ TEST(Model, GradientMatchesFiniteDifference) {
     flat[p.flat] = v0;
     EXPECT_NEAR(g, (lp - lm) / (2 * eps), 1e-6 + 1e-5 * std::abs(g));
   }
+}
+
+// cast_lm_head_to_fp32 over a bf16 model: logits and log-probs are those of float32 hidden states
+// times the float32 head (computed here with the plain ops, in f64), not the bf16 head's (whose
+// logits round to bf16: off by more); the gradient reaches the bf16 hidden states; tied and
+// untied heads; moved with the model; a no-op over an f32 model.
+TEST(Model, CastLmHeadToFp32) {
+  for (const char* family : {"llama", "qwen2"}) {
+    SCOPED_TRACE(family);
+    auto c = tiny_config(family);
+    auto m = random_model(c, 23, 0.2);
+    m.to(at::kBFloat16);
+    auto ids = ids_of({3, 1, 4, 1, 5, 9}, {2, 3});
+    auto pos = at::arange(3, at::kLong).unsqueeze(0).expand({2, 3}).contiguous();
+    auto targets = ids_of({1, 4, 1, 5, 9, 2}, {2, 3});
+    at::Tensor h = m.forward(ids, pos).detach();  // bf16
+    const at::Tensor expect_logits = at::matmul(h.to(at::kDouble), m.output_weight().to(at::kDouble).t());
+    const at::Tensor expect_lp = at::log_softmax(expect_logits / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+    const double plain_err = (m.lm_logits(h).to(at::kDouble) - expect_logits).abs().max().item<double>();
+    m.cast_lm_head_to_fp32();
+    ASSERT_TRUE(m.lm_head_f32.defined());
+    EXPECT_EQ(m.lm_head_f32.scalar_type(), at::kFloat);
+    EXPECT_EQ(m.output_weight().scalar_type(), at::kBFloat16) << "the model's own head stays";
+    const at::Tensor logits = m.lm_logits(h);
+    EXPECT_EQ(logits.scalar_type(), at::kFloat);
+    const double err = (logits.to(at::kDouble) - expect_logits).abs().max().item<double>();
+    EXPECT_LT(err, 1e-5);
+    EXPECT_GT(plain_err, 10 * err) << "the bf16 head's logits are rounded to bf16";
+    at::Tensor hg = h.clone().requires_grad_(true);
+    at::Tensor lp = m.token_logprobs(hg, targets, 0.7);
+    EXPECT_LT((lp.to(at::kDouble) - expect_lp).abs().max().item<double>(), 1e-5);
+    lp.sum().backward();
+    ASSERT_TRUE(hg.grad().defined());
+    EXPECT_EQ(hg.grad().scalar_type(), at::kBFloat16);
+    EXPECT_GT(hg.grad().abs().max().item<double>(), 0.0);
+    m.to(at::Device(at::kCPU));
+    EXPECT_TRUE(m.lm_head_f32.defined());
+  }
+  auto f = random_model(tiny_config("llama"), 23, 0.2);
+  f.cast_lm_head_to_fp32();
+  EXPECT_EQ(f.lm_head_f32.data_ptr(), f.output_weight().data_ptr()) << "over f32: the head itself, no copy";
 }
 
 TEST(Model, NameMap) {

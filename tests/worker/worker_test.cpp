@@ -402,6 +402,41 @@ TEST(TrainLoop, LogCompletionsWritesEveryCompletionOfEachStep) {
   expect_group_advantages(c, 8, true);  // grpo.seed fixed; a digit is well-formed: some groups vary
 }
 
+// [grpo] cast_lm_head_to_fp32 reaches the session's model (a bf16 base here: an f32 copy of its
+// head), and a run with vllm_importance_sampling_correction logs TRL's sampling metrics per step
+// in metrics.jsonl: weights near 1 (the sampler is the same model; bf16 decode and training
+// passes round differently, so not exactly).
+TEST(TrainLoop, SamplerCorrectionAndF32HeadReachTheRun) {
+  test::TempDir tmp;
+  RunConfig cfg = test::learnable_config(test::make_base(tmp.str("base")), tmp.str("out"));
+  cfg.grpo.max_steps = 1;
+  cfg.train.eval_steps = 0;
+  cfg.train.eval_max_examples = 8;
+  cfg.model.dtype = "bfloat16";
+  cfg.grpo.cast_lm_head_to_fp32 = true;
+  cfg.grpo.vllm_importance_sampling_correction = true;
+  {
+    grpo::Session ses = grpo::open_session(cfg);
+    EXPECT_EQ(ses.model.dtype(), at::kBFloat16);
+    ASSERT_TRUE(ses.model.lm_head_f32.defined());
+    EXPECT_EQ(ses.model.lm_head_f32.scalar_type(), at::kFloat);
+  }
+  grpo::run_training(cfg, false);
+  std::ifstream f(tmp.str("out/metrics.jsonl"));
+  std::string line;
+  nlohmann::json m;
+  while (std::getline(f, line) && !m.contains("loss")) m = nlohmann::json::parse(line);  // past the step-0 eval
+  ASSERT_TRUE(m.contains("loss")) << "no step line in metrics.jsonl";
+  for (const char* k :
+       {"importance_sampling_ratio_min", "importance_sampling_ratio_mean", "importance_sampling_ratio_max",
+        "sampling_logp_difference_mean", "sampling_logp_difference_max"})
+    EXPECT_TRUE(m.contains(k)) << k << " in " << line;
+  EXPECT_NEAR(m.value("importance_sampling_ratio_mean", 0.0), 1.0, 0.05) << line;
+  EXPECT_LE(m.value("importance_sampling_ratio_min", 0.0), m.value("importance_sampling_ratio_max", 0.0));
+  EXPECT_GE(m.value("sampling_logp_difference_mean", -1.0), 0.0);
+  EXPECT_LT(m.value("sampling_logp_difference_mean", 1.0), 0.1) << line;
+}
+
 TEST(RewardWindow, SampleWeightedMeanAndStd) {
   worker::RewardWindow w;
   EXPECT_EQ(w.mean(), 0);
