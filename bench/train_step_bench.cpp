@@ -7,7 +7,9 @@
 //                    [--completion Lc] [--r 16] [--repeats 3] [--threads N] [--json]
 //                    [--profile TRACE.json] [--device cpu|cuda] [--dtype f32|bf16]
 //                    [--gradient-checkpointing] [--entropy-coef C] [--adaptive-entropy TARGET]
-//                    [--micro-batch M] [--varied-lengths]
+//                    [--micro-batch M] [--varied-lengths] [--cast-lm-head-fp32] [--sampling-correction]
+// --cast-lm-head-fp32, --sampling-correction: grpo.cast_lm_head_to_fp32 and
+// grpo.vllm_importance_sampling_correction (on-policy: no extra pass; the weights' cost).
 // --varied-lengths: prompts of Lp/2..Lp and completions of 1..Lc tokens (uniform, seeded), cut
 // into micro-batches of M rows as a shuffled generation batch is; the step is timed with each
 // micro-batch forwarding its own window (as the trainer does), over the whole width (as before
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
   int64_t batch = -1, prompt = -1, completion = -1, r = 16, repeats = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   int64_t micro = -1;
-  bool json = false, ckpt = false, varied = false;
+  bool json = false, ckpt = false, varied = false, f32_head = false, correction = false;
   double entropy_coef = 0;  // > 0: TRL's entropy bonus (the LM head's entropy with its gradient)
   // Adaptive entropy control with this entropy_target: -1 measures the entropy every step and
   // never applies the bonus (the detached entropy's cost); a large target applies it from step 2.
@@ -85,6 +87,14 @@ int main(int argc, char** argv) {
     }
     if (a == "--varied-lengths") {
       varied = true;
+      continue;
+    }
+    if (a == "--cast-lm-head-fp32") {  // grpo.cast_lm_head_to_fp32
+      f32_head = true;
+      continue;
+    }
+    if (a == "--sampling-correction") {  // grpo.vllm_importance_sampling_correction
+      correction = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -140,6 +150,7 @@ int main(int argc, char** argv) {
                cfg.num_parameters() / 1e6, static_cast<long long>(r));
   auto m = model::random_model(cfg, 1, 0.02, dt, dev);
   bench::attach_random_adapter(m, r);  // on the model's device
+  if (f32_head) m.cast_lm_head_to_fp32();
   grpo::GrpoConfig g;
   g.num_generations = 8;
   g.max_completion_length = static_cast<int>(completion);
@@ -152,6 +163,7 @@ int main(int argc, char** argv) {
   g.max_grad_norm = 1.0;
   g.gradient_checkpointing = ckpt;
   g.entropy_coef = entropy_coef;
+  g.vllm_importance_sampling_correction = correction;
   if (adaptive_target) g.use_adaptive_entropy = true, g.entropy_target = *adaptive_target;
   grpo::PolicyOptimizer po(m, g);
 

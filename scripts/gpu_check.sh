@@ -8,14 +8,14 @@
 # (scripts/gpu_debs.sh makes both here; .cache/demo-base, the demo's base pretrained here, saves
 # the call the minute or more of pretraining it on that machine's CPU.)
 # GPU_CHECK_STEPS picks steps (default, in this order: build tests train hf_step prof demo gen
-# hf_gen windows: issue 17's first, so a call cut short loses the rollouts; also big (1.5B and
+# hf_gen windows lmhead: issue 17's first, so a call cut short loses the rollouts; also big (1.5B and
 # 7B shapes), nsys, hf_gen64)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 PY=${BRL_PYTHON:-/opt/torch/.venv/bin/python3}
-STEPS=${GPU_CHECK_STEPS:-build tests train hf_step prof demo gen hf_gen windows}
+STEPS=${GPU_CHECK_STEPS:-build tests train hf_step prof demo gen hf_gen windows lmhead}
 B=build-gpu
 export LD_LIBRARY_PATH=/tmp/brl-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
@@ -87,6 +87,12 @@ if has windows; then
   # steps_per_generation 8): each forwarding its rows' window vs the whole width.
   step windows 120 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --micro-batch 8 \
     --varied-lengths --repeats 3
+fi
+if has lmhead; then
+  # What the ScaleRL / TRL mismatch knobs cost in the step (the mismatch itself: trainer_cuda_test's
+  # SamplerMismatchPerDtype in the tests step): the f32 LM head, and the correction's weights.
+  step lmhead 90 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json --cast-lm-head-fp32
+  step lmhead 90 $B/train_step_bench "${SHAPE[@]}" --batch 64 --prompt 64 --completion 256 --repeats 3 --json --sampling-correction
 fi
 if has big; then
   # Issue 16/17's larger shapes, ours and Hugging Face's (weights drawn on the GPU).
