@@ -56,6 +56,9 @@ ConfigTable GrpoConfig::table() {
            "for bf16 models: the sampler's and the trainer's log-probs agree more closely)")
       .add("group_by_length", &group_by_length,
            "sort the rows that share an optimizer step by length into its micro-batches (less padding to forward)")
+      .add("pad_to_multiple_of", &pad_to_multiple_of,
+           "pad prompts and completions to a multiple of this many tokens in every training forward (unset, "
+           "\"auto\" or null: no rounding)")
       .add("auto_find_batch_size", &auto_find_batch_size,
            "on running out of memory, halve the training micro-batch, or the prompts generated at once, and retry")
       .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")
@@ -198,6 +201,8 @@ void GrpoConfig::validate() const {
                                  : "per_device_train_batch_size * gradient_accumulation_steps (") +
              q(completions_per_generation()) + ") must be divisible by num_generations (" + q(num_generations) + ")",
          "a generation batch holds whole groups of num_generations completions");
+  if (pad_to_multiple_of && *pad_to_multiple_of < 1)
+    fail("pad_to_multiple_of (" + q(*pad_to_multiple_of) + ") must be >= 1", "or leave it unset: no rounding");
   if (max_prompt_length < 1) fail("max_prompt_length (" + q(max_prompt_length) + ") must be >= 1");
   if (max_completion_length < 1) fail("max_completion_length (" + q(max_completion_length) + ") must be >= 1");
   if (!(temperature > 0)) fail("temperature (" + q(temperature) + ") must be > 0");

@@ -94,6 +94,10 @@ struct GrpoConfig {
   // is unchanged for every loss type whose normalizer ignores how rows are split (all but bnpo;
   // and top_entropy_quantile < 1 ranks entropies per micro-batch).
   bool group_by_length = false;
+  // TRL's pad_to_multiple_of: prompts and completions padded to a multiple of this many tokens,
+  // in the generation batch and in each micro-batch's window, so that every training forward has
+  // such a shape. Unset (TRL's "auto" off Neuron, or null): no rounding.
+  std::optional<int> pad_to_multiple_of;
   // transformers' auto_find_batch_size: when a training micro-batch runs out of memory, halve
   // it and retry; when generation does, generate the step's prompts in halves. The prompts and
   // completions per step stay. A worker on a smaller GPU then trains instead of crashing.

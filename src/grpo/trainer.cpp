@@ -229,13 +229,20 @@ nlohmann::json completions_json(const StepStats& s, const tasks::Task& task, std
   return out;
 }
 
+namespace {
+int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
+}  // namespace
+
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
-                         bool mask_truncated_completions) {
+                         bool mask_truncated_completions, int64_t pad_to_multiple_of) {
   const int64_t N = static_cast<int64_t>(comps.size());
+  const int64_t k = std::max<int64_t>(1, pad_to_multiple_of);
   int64_t Lp = 0, Lc = 1;
   for (auto& p : prompts) Lp = std::max<int64_t>(Lp, static_cast<int64_t>(p.size()));
   for (auto& c : comps) Lc = std::max<int64_t>(Lc, static_cast<int64_t>(c.tokens.size()));
+  Lp = round_up(Lp, k), Lc = round_up(Lc, k);
   PolicyBatch b;
+  b.pad_to_multiple_of = k;
   b.prompt_len = Lp;
   b.completion_len = Lc;
   b.ids = torch::zeros({N, Lp + Lc}, torch::kLong);
@@ -331,6 +338,23 @@ void halve_on_oom(int64_t& size, bool enabled, const c10::Device& dev, const std
 }
 }  // namespace
 
+std::pair<int64_t, int64_t> micro_batch_window(const PolicyBatch& b, int64_t begin, int64_t end) {
+  const int64_t N = b.ids.defined() ? b.ids.size(0) : static_cast<int64_t>(b.prompt_tokens.size());
+  TORCH_CHECK(0 <= begin && begin < end && end <= N, "completion_logprobs: rows [", begin, ", ", end, ") of ", N);
+  TORCH_CHECK(b.prompt_tokens.empty() || (static_cast<int64_t>(b.prompt_tokens.size()) == N &&
+                                          static_cast<int64_t>(b.completion_tokens.size()) == N),
+              "PolicyBatch: prompt and completion lengths of ", b.prompt_tokens.size(), " and ",
+              b.completion_tokens.size(), " rows, the batch has ", N);
+  if (b.prompt_tokens.empty()) return {b.prompt_len, b.completion_len};
+  const auto longest = [&](const std::vector<int64_t>& v) {
+    return std::max<int64_t>(1, *std::max_element(v.begin() + begin, v.begin() + end));
+  };
+  // Rounded as the batch was (its widths are multiples, so a window never outgrows them).
+  const int64_t k = std::max<int64_t>(1, b.pad_to_multiple_of);
+  return {std::min(b.prompt_len, round_up(longest(b.prompt_tokens), k)),
+          std::min(b.completion_len, round_up(longest(b.completion_tokens), k))};
+}
+
 at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, int64_t begin, int64_t end,
                                double temperature, at::Tensor* entropy, bool entropy_grad) {
   const int64_t Lp = b.prompt_len, Lc = b.completion_len;
@@ -338,20 +362,8 @@ at::Tensor completion_logprobs(const model::Model& m, const PolicyBatch& b, int6
   // prompt and completion. Left-padding columns go (positions come from the whole batch and
   // padded keys are masked out), and so do completion columns after the rows' longest (the
   // attention is causal): the log-probs are those of the whole width.
-  const int64_t N = b.ids.size(0);
-  TORCH_CHECK(0 <= begin && begin < end && end <= N, "completion_logprobs: rows [", begin, ", ", end, ") of ", N);
-  TORCH_CHECK(b.prompt_tokens.empty() || (static_cast<int64_t>(b.prompt_tokens.size()) == N &&
-                                          static_cast<int64_t>(b.completion_tokens.size()) == N),
-              "PolicyBatch: prompt and completion lengths of ", b.prompt_tokens.size(), " and ",
-              b.completion_tokens.size(), " rows, the batch has ", N);
-  int64_t lp = Lp, lc = Lc;
-  if (!b.prompt_tokens.empty()) {
-    const auto window = [&](const std::vector<int64_t>& v) {
-      return *std::max_element(v.begin() + begin, v.begin() + end);
-    };
-    lp = std::max<int64_t>(1, window(b.prompt_tokens));
-    lc = std::max<int64_t>(1, window(b.completion_tokens));
-  }
+  const auto window = micro_batch_window(b, begin, end);
+  const int64_t lp = window.first, lc = window.second;  // not a structured binding: the lambda below captures them
   const auto cut = [&](const at::Tensor& t) { return t.slice(0, begin, end).slice(1, Lp - lp, Lp + lc).contiguous(); };
   // Hidden state at t predicts token t+1: completion tokens come from lp-1 .. lp+lc-2.
   at::Tensor h = m.forward(cut(b.ids), cut(b.pos), nullptr, cut(b.attn));
@@ -659,7 +671,7 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
 
   // 4. The training batch, its rows shuffled (TRL's shuffle_sequence_dict): each micro-batch a
   // sample of the whole generation batch.
-  PolicyBatch b = policy_batch(prompts, comps, cfg_.mask_truncated_completions);
+  PolicyBatch b = policy_batch(prompts, comps, cfg_.mask_truncated_completions, cfg_.pad_to_multiple_of.value_or(1));
   b.advantages = adv;
   const auto perm = permutation(comps.size(), splitmix64(go.seed ^ 0x726f77734f726465ULL));
   std::vector<int64_t> order(perm.begin(), perm.end());

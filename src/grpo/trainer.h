@@ -121,6 +121,7 @@ struct PolicyBatch {
   at::Tensor advantages;  // [N]
   at::Tensor ref_logps;   // [N, completion_len]: adapter off (PolicyOptimizer::reference_pass); beta > 0 only
   int64_t prompt_len = 0, completion_len = 0;
+  int64_t pad_to_multiple_of = 1;  // prompt_len, completion_len and every window are multiples of it
   // Each row's prompt and completion tokens, on the host (policy_batch sets them), so that a
   // micro-batch forwards only its own window; empty: every row as long as the batch.
   std::vector<int64_t> prompt_tokens, completion_tokens;
@@ -138,13 +139,18 @@ struct PolicySlice {
 
 // The batch of sampled completions (advantages left undefined): prompts left-padded to
 // prompt_len, completions right-padded to completion_len, old_logps = the sampler's log-probs;
-// with mask_truncated_completions a completion that hit the length limit is masked out.
+// with mask_truncated_completions a completion that hit the length limit is masked out; both
+// lengths rounded up to a multiple of pad_to_multiple_of (grpo.pad_to_multiple_of).
 PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<gen::Completion>& comps,
-                         bool mask_truncated_completions);
+                         bool mask_truncated_completions, int64_t pad_to_multiple_of = 1);
 
 // `order` (indices of b's rows) with each block of `block` consecutive entries sorted by their
 // rows' lengths (completion tokens, then prompt tokens; stable): group_by_length.
 std::vector<int64_t> length_grouped_order(const PolicyBatch& b, std::vector<int64_t> order, int64_t block);
+
+// The prompt and completion columns rows [begin, end) of b forward: their longest prompt and
+// completion (at least 1), rounded up to b.pad_to_multiple_of; the whole width without lengths.
+std::pair<int64_t, int64_t> micro_batch_window(const PolicyBatch& b, int64_t begin, int64_t end);
 
 // log p(completion token | prefix) [end - begin, completion_len] for rows [begin, end) of b,
 // with the logits divided by `temperature` (the sampling temperature) and the log-softmax over

@@ -84,9 +84,10 @@ void ConfigTable::set_one(const Field& f, const nlohmann::json& v, const std::st
           else if (v.is_number()) *p = v.get<double>();
           else bad("a number or null");
         } else if constexpr (std::is_same_v<T, std::optional<int>>) {
-          if (v.is_null()) *p = std::nullopt;
+          // TRL's spellings of None for such knobs ("auto": the tool decides, as unset does here).
+          if (v.is_null() || v == "auto" || v == "none" || v == "null") *p = std::nullopt;
           else if (json_int_fits<int>(v)) *p = v.get<int>();
-          else bad("an integer in [-2^31, 2^31) or null");
+          else bad("an integer in [-2^31, 2^31), \"auto\" or null");
         } else if constexpr (std::is_same_v<T, std::vector<double>>) {
           if (!v.is_array()) bad("a list of numbers");
           p->clear();

@@ -261,6 +261,28 @@ TEST(RunConfig, SamplerCorrectionKeysAsTrl) {
   EXPECT_TRUE(has(e, "token_truncate")) << e;
 }
 
+// TRL's pad_to_multiple_of: an integer, or its spellings of None ("auto": no padding off
+// Neuron; "none", null), which leave it unset; below 1 refused.
+TEST(RunConfig, PadToMultipleOfAsTrl) {
+  EXPECT_FALSE(RunConfig().grpo.pad_to_multiple_of);
+  EXPECT_EQ(RunConfig::from_toml_string("[grpo]\npad_to_multiple_of = 64\n", "run.toml").grpo.pad_to_multiple_of, 64);
+  for (const char* unset : {"\"auto\"", "\"none\""}) {
+    SCOPED_TRACE(unset);
+    auto c = RunConfig::from_toml_string(std::string("[grpo]\npad_to_multiple_of = ") + unset + "\n", "run.toml");
+    EXPECT_FALSE(c.grpo.pad_to_multiple_of);
+  }
+  RunConfig c;
+  c.apply_overrides({"grpo.pad_to_multiple_of=8"});
+  EXPECT_EQ(c.grpo.pad_to_multiple_of, 8);
+  c.apply_overrides({"grpo.pad_to_multiple_of=auto"});
+  EXPECT_FALSE(c.grpo.pad_to_multiple_of);
+  c.apply_overrides({"grpo.pad_to_multiple_of=0"});
+  std::string e = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(e, "pad_to_multiple_of (0) must be >= 1")) << e;
+  e = error_of([] { RunConfig::from_toml_string("[grpo]\npad_to_multiple_of = \"big\"\n", "run.toml"); });
+  EXPECT_TRUE(has(e, "\"auto\" or null")) << e;
+}
+
 TEST(RunConfig, SyncModeIsAsyncOrABarrierOfKSteps) {
   RunConfig c;
   EXPECT_EQ(c.sync.mode, SyncMode::async);

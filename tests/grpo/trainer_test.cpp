@@ -979,3 +979,60 @@ TEST(GrpoTrainer, SamplerCorrectionTakesOldLogprobsFromTheTrainer) {
   EXPECT_EQ(split[0].clip_ratio, 0.0);
   EXPECT_GT(split[1].clip_ratio, 0.0) << "the second step is off-policy";
 }
+
+// TRL's pad_to_multiple_of: the generation batch's prompt and completion widths, and each
+// micro-batch's window, are multiples of it; the extra columns are padding, so the log-probs of
+// the real tokens are those without it (to float rounding: other shapes, other summation orders),
+// and the steps are the same.
+TEST(GrpoTrainer, PadToMultipleOfPadsWindowsAndTakesTheSameSteps) {
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  std::vector<gen::Completion> comps(3);
+  comps[0].tokens = {5, 6, 7}, comps[0].logprobs = {-1, -1, -1};
+  comps[1].tokens = {8}, comps[1].logprobs = {-1}, comps[1].prompt_index = 1;
+  comps[2].tokens = {9, 10, 11, 12, 13}, comps[2].logprobs = {-1, -1, -1, -1, -1}, comps[2].prompt_index = 1;
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9}, {3}};
+  const grpo::PolicyBatch plain = grpo::policy_batch(prompts, comps, false);
+  const grpo::PolicyBatch padded = grpo::policy_batch(prompts, comps, false, 4);
+  EXPECT_EQ(plain.prompt_len, 9);
+  EXPECT_EQ(plain.completion_len, 5);
+  EXPECT_EQ(padded.prompt_len, 12);
+  EXPECT_EQ(padded.completion_len, 8);
+  EXPECT_EQ(padded.completion_mask.sum().item<double>(), 9.0);
+  using Window = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(grpo::micro_batch_window(plain, 1, 2), Window(1, 1));
+  EXPECT_EQ(grpo::micro_batch_window(padded, 1, 2), Window(4, 4));
+  EXPECT_EQ(grpo::micro_batch_window(plain, 1, 3), Window(1, 5));
+  EXPECT_EQ(grpo::micro_batch_window(padded, 1, 3), Window(4, 8));
+  EXPECT_EQ(grpo::micro_batch_window(padded, 0, 3), Window(12, 8));
+  at::NoGradGuard ng;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 3}, {1, 2}, {1, 3}};
+  for (const auto& [begin, end] : ranges) {
+    SCOPED_TRACE(begin);
+    const at::Tensor a = grpo::completion_logprobs(m, plain, begin, end, 1.0);
+    const at::Tensor b = grpo::completion_logprobs(m, padded, begin, end, 1.0);
+    ASSERT_EQ(b.size(1), 8);
+    EXPECT_TRUE(at::allclose(b.slice(1, 0, 5) * padded.completion_mask.slice(0, begin, end).slice(1, 0, 5),
+                             a * plain.completion_mask.slice(0, begin, end), 1e-5, 1e-6));
+  }
+}
+
+TEST(GrpoTrainer, PadToMultipleOfTakesTheSameSteps) {
+  StepEnv env;
+  auto run = [&](std::optional<int> pad) {
+    auto m = model::random_model(byte_config(), 11, 0.2);
+    attach_small_lora(m);
+    auto g = small_grpo(0.0);
+    g.max_completion_length = 12;
+    g.pad_to_multiple_of = pad;
+    grpo::GrpoTrainer tr(m, env.tk, *env.task, g);
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i) losses.push_back(tr.step().loss);
+    return std::pair{losses, lora_b(m)};
+  };
+  const auto [plain_loss, plain] = run(std::nullopt);
+  const auto [padded_loss, padded] = run(16);
+  for (size_t i = 0; i < plain_loss.size(); ++i)
+    EXPECT_NEAR(padded_loss[i], plain_loss[i], 1e-5 * std::max(1.0, std::abs(plain_loss[i]))) << "step " << i + 1;
+  EXPECT_GT(plain.abs().max().item<double>(), 0.0);
+  EXPECT_LT((padded - plain).abs().max().item<double>(), 1e-5);
+}
