@@ -132,7 +132,42 @@ ConfigTable GrpoConfig::table() {
       .foreign("max_tool_calling_iterations", "completions are single-turn; there is no tool calling")
       .foreign("model_init_kwargs", "the model is [model] path (a Hugging Face folder), its dtype [model] dtype")
       .foreign("log_completions_hub_repo", "completions go to <output_dir>/completions.jsonl and worker logs")
-      .foreign("ds3_gather_for_generation", "there is no DeepSpeed: each worker holds the whole model");
+      .foreign("ds3_gather_for_generation", "there is no DeepSpeed: each worker holds the whole model")
+      .foreign("trust_remote_code",
+               "no Python modelling code runs: the architectures (llama, mistral, qwen2, qwen3) are built in")
+      .foreign("router_aux_loss_coef", "the supported architectures are dense: there is no router")
+      .foreign("log_unique_prompts", "completions.jsonl and the worker logs record every completion with its prompt")
+      .foreign("log_multimodal", "prompts are text");
+  // TrainingArguments' keys a GRPOConfig often carries, with where their job is done here.
+  const std::string metrics =
+      "metrics go to <output_dir>/metrics.jsonl, the worker logs and the proxy's /metrics (Prometheus)";
+  t.foreign("bf16", "the weights' dtype is [model] dtype (auto: bfloat16 on a GPU, float32 on the CPU)")
+      .foreign("fp16", "the weights' dtype is [model] dtype: float32 or bfloat16")
+      .foreign("tf32", "the weights' dtype is [model] dtype; matrix products run in it")
+      .foreign("report_to", metrics)
+      .foreign("run_name", metrics)
+      .foreign("logging_dir", metrics)
+      .foreign("optim",
+               "the optimizer is AdamW on the adapter (adam_beta1, adam_beta2, adam_epsilon, weight_decay, "
+               "max_grad_norm)")
+      .foreign("num_train_epochs",
+               "a run is max_steps optimizer steps; the prompts cycle, each epoch in a new seeded order ([task] "
+               "shuffle_dataset)")
+      .foreign("warmup_steps", "set warmup_ratio (a fraction of max_steps)")
+      .foreign("lr_scheduler_kwargs", "lr_scheduler_type (linear | constant | cosine) takes no options")
+      .foreign("gradient_checkpointing_kwargs",
+               "gradient_checkpointing = true recomputes each decoder layer in backward; it takes no options")
+      .foreign("save_strategy", "checkpoints are written every [train] save_steps")
+      .foreign("save_total_limit", "a run keeps every checkpoint-N; a bucket run keeps [proxy] keep_versions")
+      .foreign("eval_strategy", "evaluation runs every [train] eval_steps")
+      .foreign("per_device_eval_batch_size", "evaluation is sized by [train] eval_max_examples and eval_pass_k")
+      .foreign("push_to_hub", "adapters are PEFT folders in output_dir (and versions in the bucket); there is no hub")
+      .foreign("hub_*", "adapters are PEFT folders in output_dir (and versions in the bucket); there is no hub")
+      .foreign("dataloader_*", "prompts come from [task]; there is no data loader")
+      .foreign("torch_compile", "bucketrl's kernels are its own C++ and CUDA: there is nothing to compile")
+      .foreign("use_liger_kernel",
+               "bucketrl's kernels are its own: the LM head's log-softmax already runs in chunks without the "
+               "logits of the whole batch");
   return t;
 }
 

@@ -2,8 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 

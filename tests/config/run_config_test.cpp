@@ -194,7 +194,8 @@ TEST(RunConfig, NumGenerationsEvalBoundsTheEvaluatorsSamples) {
 }
 
 // A config carried over from TRL: its keys without a counterpart here are refused with the
-// reason, and a knob TRL keeps in GRPOConfig but bucketrl in another section names that section.
+// reason (TrainingArguments' common ones too), and a knob TRL keeps in GRPOConfig but bucketrl in
+// another section names that section.
 TEST(RunConfig, TrlKeysWithoutACounterpartSayWhy) {
   auto from = [](const std::string& toml) { return error_of([&] { RunConfig::from_toml_string(toml, "run.toml"); }); };
   std::string e = from("[grpo]\nuse_vllm = true\n");
@@ -203,6 +204,15 @@ TEST(RunConfig, TrlKeysWithoutACounterpartSayWhy) {
   EXPECT_TRUE(has(e, "remove it")) << e;
   e = from("[grpo]\nvllm_gpu_memory_utilization = 0.3\n");
   EXPECT_TRUE(has(e, "vllm_gpu_memory_utilization is not a bucketrl setting")) << e;
+  // TrainingArguments' knobs a GRPOConfig carries say where their job is done.
+  e = from("[grpo]\nbf16 = true\n");
+  EXPECT_TRUE(has(e, "bf16 is not a bucketrl setting: the weights' dtype is [model] dtype")) << e;
+  e = from("[grpo]\nreport_to = \"wandb\"\n");
+  EXPECT_TRUE(has(e, "metrics.jsonl")) << e;
+  e = from("[grpo]\nhub_model_id = \"me/adapter\"\n");
+  EXPECT_TRUE(has(e, "there is no hub")) << e;
+  e = from("[grpo]\nwarmup_steps = 10\n");
+  EXPECT_TRUE(has(e, "set warmup_ratio")) << e;
   e = from("[grpo]\nsync_ref_model = true\n");
   EXPECT_TRUE(has(e, "the reference is the base with the adapter off")) << e;
   e = from("[grpo]\nlogging_steps = 5\n");
