@@ -204,17 +204,17 @@ TEST(RunConfig, TrlKeysWithoutACounterpartSayWhy) {
   EXPECT_TRUE(has(e, "remove it")) << e;
   e = from("[grpo]\nvllm_gpu_memory_utilization = 0.3\n");
   EXPECT_TRUE(has(e, "vllm_gpu_memory_utilization is not a bucketrl setting")) << e;
-  // TrainingArguments' knobs a GRPOConfig carries say where their job is done.
-  e = from("[grpo]\nbf16 = true\n");
-  EXPECT_TRUE(has(e, "bf16 is not a bucketrl setting: the weights' dtype is [model] dtype")) << e;
-  e = from("[grpo]\nreport_to = \"wandb\"\n");
-  EXPECT_TRUE(has(e, "metrics.jsonl")) << e;
-  e = from("[grpo]\nhub_model_id = \"me/adapter\"\n");
-  EXPECT_TRUE(has(e, "there is no hub")) << e;
-  e = from("[grpo]\nwarmup_steps = 10\n");
-  EXPECT_TRUE(has(e, "set warmup_ratio")) << e;
-  e = from("[grpo]\nsync_ref_model = true\n");
-  EXPECT_TRUE(has(e, "the reference is the base with the adapter off")) << e;
+  // TRL's and TrainingArguments' knobs a GRPOConfig carries say where their job is done.
+  const std::pair<const char*, const char*> refused[] = {
+      {"bf16 = true", "bf16 is not a bucketrl setting: the weights' dtype is [model] dtype"},
+      {"report_to = \"wandb\"", "metrics.jsonl"},
+      {"hub_model_id = \"me/adapter\"", "there is no hub"},
+      {"warmup_steps = 10", "set warmup_ratio"},
+      {"sync_ref_model = true", "the reference is the base with the adapter off"}};
+  for (const auto& [line, why] : refused) {
+    e = from(std::string("[grpo]\n") + line + "\n");
+    EXPECT_TRUE(has(e, why)) << e;
+  }
   e = from("[grpo]\nlogging_steps = 5\n");
   EXPECT_TRUE(has(e, "run.toml: logging_steps is not in [grpo] but in [train]")) << e;
   EXPECT_TRUE(has(e, "move it to [train]")) << e;
