@@ -59,6 +59,9 @@ ConfigTable GrpoConfig::table() {
       .add("pad_to_multiple_of", &pad_to_multiple_of,
            "pad prompts and completions to a multiple of this many tokens in every training forward (unset, "
            "\"auto\" or null: no rounding)")
+      .add("max_tool_calling_iterations", &max_tool_calling_iterations,
+           "with task.tool_command: rounds of tool calls per completion (unset, \"auto\" or null: until none "
+           "calls a tool)")
       .add("auto_find_batch_size", &auto_find_batch_size,
            "on running out of memory, halve the training micro-batch, or the prompts generated at once, and retry")
       .add("lr_scheduler_type", &lr_scheduler_type, kLrSchedulerTypes, "linear | constant | cosine")
@@ -129,7 +132,6 @@ ConfigTable GrpoConfig::table() {
                "too)")
       .foreign("ref_model_mixup_alpha", "no reference model is synced (see sync_ref_model)")
       .foreign("ref_model_sync_steps", "no reference model is synced (see sync_ref_model)")
-      .foreign("max_tool_calling_iterations", "completions are single-turn; there is no tool calling")
       .foreign("model_init_kwargs", "the model is [model] path (a Hugging Face folder), its dtype [model] dtype")
       .foreign("log_completions_hub_repo", "completions go to <output_dir>/completions.jsonl and worker logs")
       .foreign("ds3_gather_for_generation", "there is no DeepSpeed: each worker holds the whole model")
@@ -236,6 +238,9 @@ void GrpoConfig::validate() const {
                                  : "per_device_train_batch_size * gradient_accumulation_steps (") +
              q(completions_per_generation()) + ") must be divisible by num_generations (" + q(num_generations) + ")",
          "a generation batch holds whole groups of num_generations completions");
+  if (max_tool_calling_iterations && *max_tool_calling_iterations < 0)
+    fail("max_tool_calling_iterations (" + q(*max_tool_calling_iterations) + ") must be >= 0",
+         "0 runs no tool calls; leave it unset for no limit");
   if (pad_to_multiple_of && *pad_to_multiple_of < 1)
     fail("pad_to_multiple_of (" + q(*pad_to_multiple_of) + ") must be >= 1", "or leave it unset: no rounding");
   if (max_prompt_length < 1) fail("max_prompt_length (" + q(max_prompt_length) + ") must be >= 1");

@@ -98,6 +98,10 @@ struct GrpoConfig {
   // in the generation batch and in each micro-batch's window, so that every training forward has
   // such a shape. Unset (TRL's "auto" off Neuron, or null): no rounding.
   std::optional<int> pad_to_multiple_of;
+  // TRL's max_tool_calling_iterations: with a tool command (task.tool_command), how many rounds
+  // of tool calls and continued generation a completion gets; unset: until no completion calls
+  // a tool (or its max_completion_length is spent).
+  std::optional<int> max_tool_calling_iterations;
   // transformers' auto_find_batch_size: when a training micro-batch runs out of memory, halve
   // it and retry; when generation does, generate the step's prompts in halves. The prompts and
   // completions per step stay. A worker on a smaller GPU then trains instead of crashing.

@@ -51,6 +51,9 @@ ConfigTable task_table(tasks::TaskOptions& o) {
       .add("format_reward", &o.format_reward, "add the format reward")
       .add("format_weight", &o.format_weight, "weight of the format reward")
       .add("reward_commands", &o.reward_commands, "external reward commands (JSON lines in, numbers out)")
+      .add("tool_command", &o.tool_command,
+           "tool calling: a command that runs the model's tool calls (JSON lines in, one JSON result per line out); "
+           "the tools are each example's \"tools\" (docs/configuration.md, Tool calling)")
       .add("seed", &o.seed, "task seed (problem streams, held-out set, dataset order)")
       .add("shuffle_dataset", &o.shuffle_dataset,
            "jsonl: train on each shard's examples in a new order every epoch, drawn from the seed (TRL's "

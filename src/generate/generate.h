@@ -51,6 +51,9 @@ struct Completion {
   // top-p and min-p: the model's own distribution, as the trainer computes it
   std::vector<float> logprobs;
   FinishReason finish = FinishReason::kLength;
+  // Per token: 1 sampled by the model, 0 inserted between its turns (tool results, by
+  // grpo::run_tool_loop: TRL's tool_mask). Empty: every token sampled.
+  std::vector<uint8_t> tool_mask;
 };
 
 // Completions in order prompt 0 samples 0..G-1, prompt 1 ... . Prompts must be non-empty.

@@ -51,7 +51,7 @@ Session open_session(const RunConfig& cfg) {
 EvalResult evaluate_held_out(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, const RunConfig& cfg) {
   return evaluate(m, tk, task, cfg.train.eval_max_examples, cfg.grpo.max_completion_length, cfg.train.eval_temperature,
                   0, pass_at_k_options(cfg.grpo, cfg.train.eval_pass_k, cfg.train.eval_pass_samples),
-                  cfg.grpo.chat_template_kwargs);
+                  cfg.grpo.chat_template_kwargs, cfg.grpo.max_tool_calling_iterations);
 }
 
 TrainSummary run_training(RunConfig cfg, bool resume, double time_limit_s, double target_accuracy,

@@ -10,6 +10,7 @@
 #include "generate/generate.h"
 #include "grpo/loss.h"
 #include "grpo/optim.h"
+#include "grpo/tool_loop.h"
 #include "lora/lora.h"
 #include "model/device.h"
 #include "model/tensor_io.h"
@@ -31,6 +32,33 @@ std::vector<int64_t> stop_ids(const tok::Tokenizer& tk) {
   return s;
 }
 
+using GenerateFn =
+    std::function<std::vector<gen::Completion>(const std::vector<std::vector<int32_t>>&, gen::GenerateOptions&)>;
+
+// TRL's tool-calling loop (task.tool_command) over completions sampled with `go`: each
+// continuation one completion of its own prefix, from streams of its own in every round.
+ToolLoopResult run_tools(const model::Model& m, const tok::Tokenizer& tk, const tasks::Task& task,
+                         const std::vector<const tasks::Example*>& ex, const std::vector<std::vector<int32_t>>& prompts,
+                         std::vector<gen::Completion>& comps, const gen::GenerateOptions& go,
+                         std::optional<int> max_iterations, const nlohmann::json& chat_template_kwargs,
+                         const GenerateFn& generate) {
+  ToolLoopOptions lo;
+  lo.max_completion_length = go.max_new_tokens;
+  if (max_iterations) lo.max_iterations = *max_iterations;
+  lo.max_model_len = m.config.max_position_embeddings;
+  lo.chat_template_kwargs = chat_template_kwargs;
+  return run_tool_loop(
+      tk, *task.tools, ex, prompts, comps,
+      [&](const std::vector<std::vector<int32_t>>& prefixes, int64_t max_new_tokens, int64_t round) {
+        gen::GenerateOptions o = go;
+        o.num_generations = 1;
+        o.max_new_tokens = max_new_tokens;
+        o.seed = splitmix64(go.seed ^ (0x746f6f6c73ULL + static_cast<uint64_t>(round)));
+        return generate(prefixes, o);
+      },
+      lo);
+}
+
 }  // namespace
 
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens) {
@@ -40,15 +68,25 @@ std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>
   return tk.decode(t, /*skip_special_tokens=*/true);
 }
 
+std::vector<std::string> reward_texts(const tok::Tokenizer& tk, const std::vector<gen::Completion>& comps,
+                                      const std::vector<nlohmann::ordered_json>& turns) {
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < comps.size(); ++i)
+    texts.push_back(i < turns.size() && turns[i].size() > 1 ? turns[i].back().value("content", std::string())
+                                                            : completion_text(tk, comps[i].tokens));
+  return texts;
+}
+
 std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
                                      const std::vector<const tasks::Example*>& ex, const std::vector<std::string>& comp,
-                                     std::vector<double>* first, std::vector<std::vector<double>>* per_func) {
+                                     std::vector<double>* first, std::vector<std::vector<double>>* per_func,
+                                     const std::vector<nlohmann::ordered_json>* turns) {
   if (!weights.empty() && weights.size() != task.rewards.size())
     throw UserError("grpo.reward_weights has " + std::to_string(weights.size()) + " entries for " +
                     std::to_string(task.rewards.size()) + " reward functions");
   std::vector<double> total(comp.size(), 0.0);
   for (size_t k = 0; k < task.rewards.size(); ++k) {
-    auto s = task.rewards[k]->score(ex, comp);
+    auto s = turns ? task.rewards[k]->score_turns(ex, comp, *turns) : task.rewards[k]->score(ex, comp);
     if (k == 0 && first) *first = s;
     double w = weights.empty() ? 1.0 : weights[k];
     for (size_t i = 0; i < s.size(); ++i) total[i] += w * s[i];
@@ -80,7 +118,7 @@ double pass_at_k(int64_t n, int64_t c, int64_t k) {
 
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
                     int max_new_tokens, double temperature, uint64_t seed, const PassAtKOptions& pass,
-                    const nlohmann::json& chat_template_kwargs) {
+                    const nlohmann::json& chat_template_kwargs, std::optional<int> max_tool_calling_iterations) {
   const auto& set = task.eval_set();
   size_t n = std::min(set.size(), static_cast<size_t>(std::max(0, max_examples)));
   EvalResult r;
@@ -95,9 +133,15 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
     o.max_new_tokens = max_new_tokens;
     o.stop_token_ids = stop_ids(tk);
     auto comps = gen::generate(m, prompts, o);
-    std::vector<std::string> texts;
-    for (auto& c : comps) texts.push_back(completion_text(tk, c.tokens));
-    return combined_rewards(task, {}, ex, texts, first);
+    std::vector<nlohmann::ordered_json> turns;
+    if (task.tools)
+      turns = run_tools(m, tk, task, ex, prompts, comps, o, max_tool_calling_iterations, chat_template_kwargs,
+                        [&](const std::vector<std::vector<int32_t>>& ps, gen::GenerateOptions& go) {
+                          return gen::generate(m, ps, go);
+                        })
+                  .messages;
+    return combined_rewards(task, {}, ex, reward_texts(tk, comps, turns), first, nullptr,
+                            turns.empty() ? nullptr : &turns);
   };
   const size_t kBatch = 64;
   double acc = 0, rew = 0;
@@ -207,6 +251,10 @@ void add_optional_stats(nlohmann::json& line, const StepStats& s) {
     line["sampling_logp_difference_mean"] = w->logp_diff_mean;
     line["sampling_logp_difference_max"] = w->logp_diff_max;
   }
+  if (const auto& t = s.tools) {
+    line["tool_call_frequency"] = t->call_frequency;
+    line["tool_failure_frequency"] = t->failure_frequency;
+  }
 }
 
 nlohmann::json completions_json(const StepStats& s, const tasks::Task& task, std::optional<int> limit) {
@@ -264,7 +312,7 @@ PolicyBatch policy_batch(const std::vector<std::vector<int32_t>>& prompts, const
     for (size_t k = 0; k < c.tokens.size(); ++k) {
       ida[i][Lp + k] = c.tokens[k];
       ata[i][Lp + k] = true;
-      cma[i][k] = drop ? 0.f : 1.f;
+      cma[i][k] = drop || (!c.tool_mask.empty() && !c.tool_mask[k]) ? 0.f : 1.f;  // TRL: completion x tool mask
       ola[i][k] = c.logprobs[k];
     }
   }
@@ -573,9 +621,10 @@ double GrpoTrainer::current_lr() const {
 struct GrpoTrainer::Rollouts {
   PolicyBatch batch;           // on the model's device, rows shuffled, after the reference and old policy passes
   double tokens_per_step = 0;  // the token normalizer of its micro-batches (tokens_per_optimizer_step)
-  std::vector<double> rewards, first;  // per completion: combined, the first function's (accuracy)
-  int64_t groups = 0, zero_std_groups = 0, tokens = 0;
-  std::vector<LoggedCompletion> completions;                    // with log_completions
+  std::vector<double> rewards, first;                   // per completion: combined, the first function's (accuracy)
+  int64_t groups = 0, zero_std_groups = 0, tokens = 0;  // tokens: the model's, not the tools'
+  int64_t tool_calls = 0, tool_failures = 0;            // with task.tool_command
+  std::vector<LoggedCompletion> completions;            // with log_completions
   double gen_seconds = 0, score_seconds = 0, pass_seconds = 0;  // pass: reference and old policy
 };
 
@@ -617,31 +666,46 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
             static_cast<uint64_t>(micro_batch % cfg_.gradient_accumulation_steps) * 1000033ULL;
   // All prompts in one call, or in parts of gen_prompts_ after one ran out of memory: each
   // completion draws from its own prompt's streams, so the parts give what one call would.
-  std::vector<gen::Completion> comps;
-  halve_on_oom(
-      gen_prompts_, cfg_.auto_find_batch_size, m_.device(), "generation", "prompts at once",
-      "set grpo.auto_find_batch_size = true, or lower grpo.per_device_train_batch_size (prompts per step) or "
-      "grpo.max_completion_length",
-      "lower grpo.max_completion_length or grpo.num_generations, or use a device with more memory", [&](int64_t n) {
-        comps.clear();
-        for (int64_t s = 0; s < P; s += n) {
-          std::vector<std::vector<int32_t>> part(prompts.begin() + s, prompts.begin() + std::min<int64_t>(P, s + n));
-          go.first_prompt_index = s;
-          auto c = gen::generate(m_, part, go);
-          comps.insert(comps.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
-        }
-      });
+  auto generate_all = [&](const std::vector<std::vector<int32_t>>& ps, gen::GenerateOptions& o, int64_t& at_once) {
+    std::vector<gen::Completion> out;
+    const auto n_ps = static_cast<int64_t>(ps.size());
+    halve_on_oom(
+        at_once, cfg_.auto_find_batch_size, m_.device(), "generation", "prompts at once",
+        "set grpo.auto_find_batch_size = true, or lower grpo.per_device_train_batch_size (prompts per step) or "
+        "grpo.max_completion_length",
+        "lower grpo.max_completion_length or grpo.num_generations, or use a device with more memory", [&](int64_t n) {
+          out.clear();
+          for (int64_t s = 0; s < n_ps; s += n) {
+            std::vector<std::vector<int32_t>> part(ps.begin() + s, ps.begin() + std::min<int64_t>(n_ps, s + n));
+            o.first_prompt_index = s;
+            auto c = gen::generate(m_, part, o);
+            out.insert(out.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
+          }
+        });
+    return out;
+  };
+  std::vector<gen::Completion> comps = generate_all(prompts, go, gen_prompts_);
+  std::vector<const tasks::Example*> ex;
+  for (auto& c : comps) ex.push_back(&examples[static_cast<size_t>(c.prompt_index)]);
+  // 2b. With a tool command, TRL's tool-calling loop: calls run, the model generates on.
+  std::vector<nlohmann::ordered_json> turns;
+  if (task_.tools) {
+    auto res =
+        run_tools(m_, tk_, task_, ex, prompts, comps, go, cfg_.max_tool_calling_iterations, cfg_.chat_template_kwargs,
+                  [&](const std::vector<std::vector<int32_t>>& ps, gen::GenerateOptions& o) {
+                    int64_t at_once = static_cast<int64_t>(ps.size());
+                    return generate_all(ps, o, at_once);
+                  });
+    turns = std::move(res.messages);
+    r.tool_calls = res.calls, r.tool_failures = res.failures;
+  }
   r.gen_seconds = seconds_since(t0);
   const auto ts = Clock::now();
-  // 3. Rewards and group-relative advantages.
-  std::vector<const tasks::Example*> ex;
-  std::vector<std::string> texts;
-  for (auto& c : comps) {
-    ex.push_back(&examples[static_cast<size_t>(c.prompt_index)]);
-    texts.push_back(completion_text(tk_, c.tokens));
-  }
+  // 3. Rewards and group-relative advantages: a completion that called tools is scored on its
+  // last turn's content (a reward command gets all its turns).
+  const std::vector<std::string> texts = reward_texts(tk_, comps, turns);
   std::vector<std::vector<double>> per_func;  // [function][completion]
-  r.rewards = combined_rewards(task_, weights_, ex, texts, &r.first, &per_func);
+  r.rewards = combined_rewards(task_, weights_, ex, texts, &r.first, &per_func, turns.empty() ? nullptr : &turns);
   at::Tensor rt = torch::tensor(r.rewards, torch::kDouble);
   at::Tensor adv;  // [P*G]
   if (cfg_.multi_objective_aggregation == MultiObjectiveAggregation::normalize_then_sum) {
@@ -662,12 +726,18 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
     const at::Tensor a = adv.to(at::kDouble).contiguous();  // on the host: from the rewards
     const double* av = a.const_data_ptr<double>();
     for (size_t i = 0; i < comps.size(); ++i) {
-      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)], texts[i], r.rewards[i], av[i], {}};
+      LoggedCompletion l{prompt_texts[static_cast<size_t>(comps[i].prompt_index)],
+                         comps[i].tool_mask.empty() ? texts[i] : completion_text(tk_, comps[i].tokens),
+                         r.rewards[i],
+                         av[i],
+                         {}};
       for (auto& f : per_func) l.rewards.push_back(f[i]);
       r.completions.push_back(std::move(l));
     }
   }
-  for (auto& c : comps) r.tokens += static_cast<int64_t>(c.tokens.size());
+  for (auto& c : comps)
+    r.tokens += c.tool_mask.empty() ? static_cast<int64_t>(c.tokens.size())
+                                    : std::accumulate(c.tool_mask.begin(), c.tool_mask.end(), int64_t{0});
 
   // 4. The training batch, its rows shuffled (TRL's shuffle_sequence_dict): each micro-batch a
   // sample of the whole generation batch.
@@ -712,12 +782,13 @@ StepStats GrpoTrainer::step() {
   }
   // The rollout statistics: of the batches made in this step, else of the one trained on.
   std::vector<double> rewards, first;
-  int64_t groups = 0, zero_std = 0, tokens = 0, samples = 0;
+  int64_t groups = 0, zero_std = 0, tokens = 0, samples = 0, tool_calls = 0, tool_failures = 0;
   double train_extra = 0;  // the reference and old policy passes of the batches made
   for (const auto& r : made.empty() ? std::vector{rollouts_} : made) {
     rewards.insert(rewards.end(), r->rewards.begin(), r->rewards.end());
     first.insert(first.end(), r->first.begin(), r->first.end());
     groups += r->groups, zero_std += r->zero_std_groups, tokens += r->tokens;
+    tool_calls += r->tool_calls, tool_failures += r->tool_failures;
     samples += static_cast<int64_t>(r->rewards.size());
   }
   for (const auto& r : made) {
@@ -732,6 +803,9 @@ StepStats GrpoTrainer::step() {
   st.frac_reward_zero_std = static_cast<double>(zero_std) / std::max<int64_t>(1, groups);
   st.completion_length = static_cast<double>(tokens) / std::max<int64_t>(1, samples);
   if (!made.empty()) st.samples = samples, st.tokens = tokens;
+  if (task_.tools)  // TRL's tools/call_frequency (per completion) and tools/failure_frequency (per call)
+    st.tools = ToolStats{static_cast<double>(tool_calls) / std::max<int64_t>(1, samples),
+                         tool_calls ? static_cast<double>(tool_failures) / static_cast<double>(tool_calls) : 0.0};
 
   // 6. One optimizer step over the micro-batches.
   auto t1 = Clock::now();

@@ -41,6 +41,12 @@ struct SamplingStats {
   double is_ratio_min = 0, is_ratio_mean = 0, is_ratio_max = 0, logp_diff_mean = 0, logp_diff_max = 0;
 };
 
+// TRL's tools/ metrics (task.tool_command): tool calls per completion, and the share of them
+// that failed.
+struct ToolStats {
+  double call_frequency = 0, failure_frequency = 0;
+};
+
 // An optimizer step's statistics. The rollout ones (reward ... completion_length) describe the
 // generation batches made in the step, or, in a step that made none, the one it trained on;
 // samples, tokens and the generation times count only what the step made.
@@ -55,12 +61,13 @@ struct StepStats {
   std::optional<double> entropy;              // mean token entropy, when the loss needed it (TRL's metric)
   std::optional<double> entropy_coef;         // the bonus's coefficient after the step, when the bonus is on
   std::optional<SamplingStats> sampling;      // with vllm_importance_sampling_correction
+  std::optional<ToolStats> tools;             // with task.tool_command (of the generation batches made)
   std::vector<LoggedCompletion> completions;  // every completion of the step, with log_completions
 };
 
 // Adds the statistics a step measured only with some settings to its log line: "entropy",
-// "entropy_coef", and importance_sampling_ratio_min / _mean / _max and
-// sampling_logp_difference_mean / _max.
+// "entropy_coef", importance_sampling_ratio_min / _mean / _max and
+// sampling_logp_difference_mean / _max, tool_call_frequency and tool_failure_frequency.
 void add_optional_stats(nlohmann::json& line, const StepStats& s);
 // The first `limit` (nullopt: all) of a step's logged completions as JSON objects: prompt,
 // completion, reward, advantage and "rewards" {function name: score}.
@@ -95,19 +102,28 @@ double pass_at_k(int64_t n, int64_t c, int64_t k);
 
 // Text completion of a generated token list: stop tokens removed, decoded.
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
+// What the reward functions score: each completion's text, or where it called tools (turns:
+// grpo::run_tool_loop's messages) its last turn's content.
+std::vector<std::string> reward_texts(const tok::Tokenizer& tk, const std::vector<gen::Completion>& comps,
+                                      const std::vector<nlohmann::ordered_json>& turns);
 // Weighted sum of the task's rewards per completion; weights from cfg.reward_weights or
 // the task defaults (1 each, format_weight for a format reward). Also returns the first
 // reward's scores (correctness) in *first.
-// *per_func, when given, receives every function's scores ([function][completion]).
+// *per_func, when given, receives every function's scores ([function][completion]). turns:
+// each completion as TRL's list of messages where tools were called (RewardFn::score_turns).
 std::vector<double> combined_rewards(tasks::Task& task, const std::vector<double>& weights,
                                      const std::vector<const tasks::Example*>& ex,
                                      const std::vector<std::string>& completions, std::vector<double>* first,
-                                     std::vector<std::vector<double>>* per_func = nullptr);
+                                     std::vector<std::vector<double>>* per_func = nullptr,
+                                     const std::vector<nlohmann::ordered_json>* turns = nullptr);
 
-// Greedy (or sampled) evaluation on the task's held-out prompts, and pass@k when pass.k > 0.
+// Greedy (or sampled) evaluation on the task's held-out prompts, and pass@k when pass.k > 0;
+// with a tool command (task.tools) each answer gets its rounds of tool calls, as the rollouts
+// do (max_new_tokens the whole answer's budget).
 EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task& task, int max_examples,
                     int max_new_tokens, double temperature = 0.0, uint64_t seed = 0, const PassAtKOptions& pass = {},
-                    const nlohmann::json& chat_template_kwargs = nlohmann::json::object());
+                    const nlohmann::json& chat_template_kwargs = nlohmann::json::object(),
+                    std::optional<int> max_tool_calling_iterations = std::nullopt);
 
 // One sampled and scored GRPO batch, ready to train on: prompts left-padded to prompt_len,
 // completions right-padded to completion_len.

@@ -1,15 +1,10 @@
 // Reward functions: exact-answer correctness, answer format, Countdown validity, and the
 // external reward command.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <csignal>
-#include <cstring>
 #include <sstream>
 
+#include "tasks/command.h"
 #include "tasks/rewards.h"
 #include "util/error.h"
 
@@ -85,58 +80,27 @@ CommandReward::CommandReward(std::string command) : command_(std::move(command))
 
 // Runs `sh -c command` once per batch: JSON lines in, one number per line out.
 std::vector<double> CommandReward::score(const std::vector<const Example*>& ex, const std::vector<std::string>& comp) {
+  return score_turns(ex, comp, {});
+}
+
+std::vector<double> CommandReward::score_turns(const std::vector<const Example*>& ex,
+                                               const std::vector<std::string>& comp,
+                                               const std::vector<nlohmann::ordered_json>& turns) {
   std::ostringstream in;
   for (size_t i = 0; i < comp.size(); ++i) {
     nlohmann::json j = ex[i]->extra;
     j["prompt"] = ex[i]->prompt_json();
     if (!ex[i]->tools.is_null()) j["tools"] = nlohmann::json::parse(ex[i]->tools.dump());  // to check calls against
     j["answer"] = ex[i]->answer;
-    if (ex[i]->messages.is_null()) j["completion"] = comp[i];
+    if (i < turns.size() && !turns[i].is_null()) j["completion"] = nlohmann::json::parse(turns[i].dump());
+    else if (ex[i]->messages.is_null()) j["completion"] = comp[i];
     else j["completion"] = nlohmann::json::array({{{"role", "assistant"}, {"content", comp[i]}}});
     in << j.dump() << "\n";
   }
-  std::string input = in.str(), output;
-  int to_child[2], from_child[2];
-  if (pipe(to_child) != 0 || pipe(from_child) != 0)
-    throw UserError("reward command '" + command_ + "': pipe failed: " + std::strerror(errno));
-  pid_t pid = fork();
-  if (pid < 0) throw UserError("reward command '" + command_ + "': fork failed: " + std::strerror(errno));
-  if (pid == 0) {
-    dup2(to_child[0], 0);
-    dup2(from_child[1], 1);
-    close(to_child[0]), close(to_child[1]), close(from_child[0]), close(from_child[1]);
-    execl("/bin/sh", "sh", "-c", command_.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(to_child[0]);
-  close(from_child[1]);
-  // A forked writer feeds stdin while we drain stdout: no deadlock on large batches.
-  signal(SIGPIPE, SIG_IGN);
-  pid_t writer = fork();
-  if (writer == 0) {
-    close(from_child[0]);
-    size_t off = 0;
-    while (off < input.size()) {
-      ssize_t n = write(to_child[1], input.data() + off, input.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  close(to_child[1]);
-  char buf[4096];
-  for (ssize_t n; (n = read(from_child[0], buf, sizeof buf)) > 0;) output.append(buf, static_cast<size_t>(n));
-  close(from_child[0]);
-  int st = 0, wst = 0;
-  waitpid(pid, &st, 0);
-  if (writer > 0) waitpid(writer, &wst, 0);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    std::string how = WIFSIGNALED(st) ? "was killed by signal " + std::to_string(WTERMSIG(st))
-                                      : "exited with status " + std::to_string(WEXITSTATUS(st));
-    throw UserError(
-        "reward command '" + command_ + "' " + how,
-        "it must read JSON lines (prompt, answer, completion, extra fields) on stdin and print one number per line");
-  }
+  const std::string output =
+      run_filter(command_, in.str(), "reward command '" + command_ + "'",
+                 "it must read JSON lines (prompt, answer, completion, extra fields) on stdin and print one number "
+                 "per line");
   std::vector<double> r;
   std::istringstream lines(output);
   std::string line;

@@ -29,13 +29,17 @@ class CountdownReward : public RewardFn {
 
 // An external command: JSON lines (prompt, answer, completion, extra fields) on stdin, one
 // number per line on stdout. For a conversational prompt the completion is, as TRL passes it
-// to reward functions, [{"role": "assistant", "content": text}]. Failures are UserErrors
+// to reward functions, [{"role": "assistant", "content": text}], or with tool calls its assistant
+// turns and tool results ([{"role": "assistant", ..., "tool_calls": [...]}, {"role": "tool",
+// ...}, ...]). Failures are UserErrors
 // naming the command and what it did.
 class CommandReward : public RewardFn {
  public:
   explicit CommandReward(std::string command);
   std::string name() const override { return "cmd:" + command_; }
   std::vector<double> score(const std::vector<const Example*>&, const std::vector<std::string>&) override;
+  std::vector<double> score_turns(const std::vector<const Example*>&, const std::vector<std::string>&,
+                                  const std::vector<nlohmann::ordered_json>& turns) override;
 
  private:
   std::string command_;

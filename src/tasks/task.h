@@ -36,7 +36,16 @@ class RewardFn {
   // failure the user must fix (e.g. a crashing reward command).
   virtual std::vector<double> score(const std::vector<const Example*>& examples,
                                     const std::vector<std::string>& completions) = 0;
+  // The same, with each completion also as TRL's list of messages where tools were called (its
+  // assistant turns and the tool results; null: none). The built-in rewards read the texts.
+  virtual std::vector<double> score_turns(const std::vector<const Example*>& examples,
+                                          const std::vector<std::string>& completions,
+                                          const std::vector<nlohmann::ordered_json>& /*turns*/) {
+    return score(examples, completions);
+  }
 };
+
+class ToolCommand;
 
 struct TaskOptions {
   std::string name = "arithmetic";  // arithmetic | countdown | jsonl
@@ -48,6 +57,7 @@ struct TaskOptions {
   bool format_reward = false;       // add the task's format reward
   double format_weight = 0.2;
   std::vector<std::string> reward_commands;  // external reward commands (sh -c)
+  std::string tool_command;                  // runs the model's tool calls (sh -c); empty: no tool calling
   int64_t seed = 1234;
   // jsonl: each shard's examples in a new seeded order every epoch (TRL's shuffle_dataset);
   // false: file order.
@@ -67,6 +77,7 @@ class Task {
   virtual const std::vector<Example>& validation_set() const = 0;
   // Correctness reward first (accuracy = its mean), then any others.
   std::vector<std::shared_ptr<RewardFn>> rewards;
+  std::shared_ptr<const ToolCommand> tools;  // task.tool_command; null: no tool calling
 };
 
 std::unique_ptr<Task> make_task(const TaskOptions& opt);

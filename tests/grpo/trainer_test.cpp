@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "../model/test_util.h"
 #include "optim_check.h"
@@ -19,6 +20,7 @@
 #include "lora/lora.h"
 #include "model/loader.h"
 #include "model/tensor_io.h"
+#include "tasks/rewards.h"
 #include "tasks/task.h"
 #include "util/error.h"
 #include "util/safetensors.h"
@@ -1035,4 +1037,130 @@ TEST(GrpoTrainer, PadToMultipleOfTakesTheSameSteps) {
     EXPECT_NEAR(padded_loss[i], plain_loss[i], 1e-5 * std::max(1.0, std::abs(plain_loss[i]))) << "step " << i + 1;
   EXPECT_GT(plain.abs().max().item<double>(), 0.0);
   EXPECT_LT((padded - plain).abs().max().item<double>(), 1e-5);
+}
+
+// A completion's tool_mask (tool results: 0) zeroes those tokens in the loss mask; they stay in
+// the sequence (attended to, forwarded) with the sampler's log-probs as given.
+TEST(GrpoTrainer, PolicyBatchMasksToolTokensOutOfTheLoss) {
+  gen::Completion a, b;
+  a.tokens = {5, 6, 7, 8, 9};
+  a.logprobs = {-1, -2, 0, 0, -3};
+  a.tool_mask = {1, 1, 0, 0, 1};
+  a.finish = gen::FinishReason::kStop;
+  b.prompt_index = 0;
+  b.tokens = {5, 6};
+  b.logprobs = {-1, -1};
+  b.finish = gen::FinishReason::kStop;
+  const auto pb = grpo::policy_batch({{1, 2}}, {a, b}, /*mask_truncated_completions=*/true);
+  EXPECT_TRUE(torch::equal(pb.completion_mask, torch::tensor({{1.f, 1.f, 0.f, 0.f, 1.f}, {1.f, 1.f, 0.f, 0.f, 0.f}})));
+  EXPECT_TRUE(torch::equal(pb.attn.slice(1, 2), torch::tensor({{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}}).to(torch::kBool)));
+  EXPECT_TRUE(torch::equal(pb.old_logps[0], torch::tensor({-1.f, -2.f, 0.f, 0.f, -3.f})));
+  a.finish = gen::FinishReason::kLength;  // truncated: the whole row out, tool mask or not
+  EXPECT_EQ(grpo::policy_batch({{1, 2}}, {a}, true).completion_mask.sum().item<float>(), 0.f);
+}
+
+namespace {
+// A model that is a bigram table: attention and MLP outputs zero, so each position's hidden
+// state is its token's embedding, and the LM head maps `from`'s direction to `to`, far above
+// every other token (margin ~70 nats). Tokens without a direction get uniform logits.
+void set_bigrams(model::Model& m, const std::vector<std::pair<int64_t, int64_t>>& edges) {
+  torch::NoGradGuard ng;
+  for (auto& nt : m.named_tensors()) {
+    if (!nt.tensor->defined()) continue;
+    const std::string& n = nt.name;
+    if (n.find("o_proj") != std::string::npos || n.find("down_proj") != std::string::npos ||
+        n == "model.embed_tokens.weight" || n == "lm_head.weight")
+      nt.tensor->zero_();
+    if (n == "model.norm.weight") nt.tensor->fill_(1.0);
+  }
+  at::Tensor emb = m.embed_tokens, head = m.lm_head;
+  for (size_t k = 0; k < edges.size(); ++k) {
+    emb[edges[k].first][static_cast<int64_t>(k)] = 1.0;
+    head[edges[k].second][static_cast<int64_t>(k)] = 10.0;
+  }
+}
+}  // namespace
+
+// TRL's tool calling through the trainer (task.tool_command): the model calls `add` after every
+// generation prompt ("A:"), the command answers, the template writes the result and a new
+// generation prompt, and the model calls again, max_tool_calling_iterations times. Each
+// completion then holds 3 model turns of 2 tokens (call, end of turn) and 2 tool results of 6
+// (T : 3 <eos> A :); the step counts only the model's tokens, logs the calls, and the reward
+// command sees TRL's messages; the evaluation runs the calls as well. The whole loop's tokens are
+// checked against TRL's own in trl_tool_oracle_test.
+TEST(GrpoTrainer, ToolCallsRunThroughTheTrainer) {
+  test::TempDir tmp;
+  grpo::write_byte_tokenizer(tmp.str("tok"));
+  const std::string call = R"(<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>)";
+  {  // the whole call as one added token (id 257)
+    auto j = nlohmann::json::parse(test::read_file(tmp.str("tok/tokenizer.json")));
+    j["added_tokens"].push_back({{"id", 257},
+                                 {"content", call},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", false},
+                                 {"special", false}});
+    test::write_file(tmp.str("tok/tokenizer.json"), j.dump());
+  }
+  test::write_file(tmp.str("tok/chat_template.jinja"),
+                   "{% for m in messages %}{% if m.role == 'user' %}U:{{ m.content }}"
+                   "{% elif m.role == 'assistant' %}A:{{ m.content }}{% for c in m.tool_calls %}<tool_call>"
+                   "{{ c.function | tojson }}</tool_call>{% endfor %}<|endoftext|>"
+                   "{% elif m.role == 'tool' %}T:{{ m.content }}<|endoftext|>{% endif %}{% endfor %}"
+                   "{% if add_generation_prompt %}A:{% endif %}");
+  const auto tk = tok::Tokenizer::from_dir(tmp.str("tok"));
+  ASSERT_EQ(tk.encode(call), std::vector<int32_t>{257});
+  std::string jsonl;
+  for (int i = 0; i < 20; ++i)
+    jsonl += nlohmann::json{{"prompt", {{{"role", "user"}, {"content", std::to_string(i) + "+1"}}}},
+                            {"answer", std::to_string(i + 1)},
+                            {"tools", {{{"type", "function"}, {"function", {{"name", "add"}}}}}}}
+                 .dump() +
+             "\n";
+  test::write_file(tmp.str("train.jsonl"), jsonl);
+  tasks::TaskOptions to;
+  to.name = "jsonl";
+  to.dataset_path = tmp.str("train.jsonl");
+  to.tool_command = "tee '" + tmp.str("calls.jsonl") + "' | while read l; do echo 3; done";
+  auto task = tasks::make_task(to);
+  task->rewards = {std::make_shared<tasks::CommandReward>("tee '" + tmp.str("rewarded.jsonl") +
+                                                          "' | while read l; do echo 1; done")};
+  auto cfg = byte_config();
+  cfg.vocab_size = 258;
+  auto m = model::random_model(cfg, 5, 0.2);
+  set_bigrams(m, {{':', 257}, {257, 256}});
+  attach_small_lora(m);
+  auto g = small_grpo(0.0);
+  g.max_completion_length = 32;
+  g.max_tool_calling_iterations = 2;
+  g.temperature = 1.0;
+  grpo::GrpoTrainer tr(m, tk, *task, g);
+  const auto st = tr.step();
+  EXPECT_EQ(st.samples, 8);
+  EXPECT_DOUBLE_EQ(st.completion_length, 6.0);  // the model's tokens only
+  EXPECT_EQ(st.tokens, 8 * 6);
+  ASSERT_TRUE(st.tools.has_value());
+  EXPECT_DOUBLE_EQ(st.tools->call_frequency, 2.0);
+  EXPECT_DOUBLE_EQ(st.tools->failure_frequency, 0.0);
+  nlohmann::json line;
+  grpo::add_optional_stats(line, st);
+  EXPECT_EQ(line["tool_call_frequency"], 2.0);
+  // The command got 8 calls in each of 2 rounds (the second run overwrote the first's file).
+  const auto calls = test::read_file(tmp.str("calls.jsonl"));
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), '\n'), 8);
+  EXPECT_NE(calls.find(R"("arguments":{"a":1})"), std::string::npos) << calls;
+  std::istringstream rewarded(test::read_file(tmp.str("rewarded.jsonl")));
+  std::string first;
+  std::getline(rewarded, first);
+  const auto turn = nlohmann::json::parse(R"({"role": "assistant", "content": "", "tool_calls": [{"type":
+      "function", "function": {"name": "add", "arguments": {"a": 1}}}]})");
+  const auto result = nlohmann::json::parse(R"({"role": "tool", "name": "add", "content": "3"})");
+  EXPECT_EQ(nlohmann::json::parse(first)["completion"], nlohmann::json::array({turn, result, turn, result, turn}));
+  // The evaluation's answers get their tool calls too.
+  const auto ev = grpo::evaluate(m, tk, *task, 1, 32, 0.0, 0, {}, nlohmann::json::object(), 2);
+  EXPECT_EQ(ev.n, 1);
+  std::istringstream evaluated(test::read_file(tmp.str("rewarded.jsonl")));
+  std::getline(evaluated, first);
+  EXPECT_EQ(nlohmann::json::parse(first)["completion"], nlohmann::json::array({turn, result, turn, result, turn}));
 }
