@@ -211,6 +211,7 @@ at::Tensor grpo_loss(const LossInputs& in, const LossOptions& opt, LossStats* st
       const bool any = s[5] > 0, scored_any = s[6] > 0;
       stats->is_ratio_min = any ? s[0] : 0, stats->is_ratio_mean = s[1], stats->is_ratio_max = any ? s[2] : 0;
       stats->sampling_logp_diff_mean = s[3], stats->sampling_logp_diff_max = scored_any ? s[4] : 0;
+      stats->is_ratio_count = s[5], stats->sampling_logp_diff_count = s[6];
     }
   }
   return loss;

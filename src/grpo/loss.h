@@ -84,8 +84,10 @@ struct LossStats {
   // their sum and count over the tokens the policy term keeps (adaptive entropy control).
   double entropy = 0, kept_entropy_sum = 0, kept_tokens = 0;
   // With sampling_correction (TRL's sampling/ metrics): the weights' min, mean and max (over the
-  // active tokens, or the sequences), and |old - sampling log-prob| over the active tokens.
+  // active tokens, or the sequences), and |old - sampling log-prob| over the active tokens; how
+  // many weights and tokens the means are over (to weight them across micro-batches).
   double is_ratio_min = 0, is_ratio_mean = 0, is_ratio_max = 0, sampling_logp_diff_mean = 0, sampling_logp_diff_max = 0;
+  double is_ratio_count = 0, sampling_logp_diff_count = 0;
 };
 
 // TRL's normalizer for the types normalised by the batch's tokens: num_items_in_batch (the active

@@ -501,6 +501,7 @@ PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double
     st = PolicyStats{};
     if (lo.sampling_correction) st.sampling = SamplingStats{INFINITY, 0, -INFINITY, 0, 0};
     entropy = kept_entropy = kept_tokens = 0;
+    double is_count = 0, diff_count = 0;  // the sampling means, weighted by their weights' and tokens' counts
     int64_t n_micro = 0;
     for (const PolicySlice& sl : slices) n_micro += (sl.end - sl.begin + mb - 1) / mb;
     lo.accumulation_steps = n_micro;
@@ -531,11 +532,16 @@ PolicyStats PolicyOptimizer::step(const std::vector<PolicySlice>& slices, double
         if (SamplingStats* w = st.sampling ? &*st.sampling : nullptr) {
           w->is_ratio_min = std::min(w->is_ratio_min, ls.is_ratio_min);
           w->is_ratio_max = std::max(w->is_ratio_max, ls.is_ratio_max);
-          w->is_ratio_mean += ls.is_ratio_mean / n_micro;
-          w->logp_diff_mean += ls.sampling_logp_diff_mean / n_micro;
+          w->is_ratio_mean += ls.is_ratio_mean * ls.is_ratio_count;
+          w->logp_diff_mean += ls.sampling_logp_diff_mean * ls.sampling_logp_diff_count;
           w->logp_diff_max = std::max(w->logp_diff_max, ls.sampling_logp_diff_max);
+          is_count += ls.is_ratio_count, diff_count += ls.sampling_logp_diff_count;
         }
       }
+    }
+    if (SamplingStats* w = st.sampling ? &*st.sampling : nullptr) {  // over the step's tokens, as TRL's
+      w->is_ratio_mean /= std::max(1.0, is_count);
+      w->logp_diff_mean /= std::max(1.0, diff_count);
     }
   });
   if (need_entropy) st.entropy = entropy;

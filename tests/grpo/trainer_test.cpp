@@ -982,6 +982,43 @@ TEST(GrpoTrainer, SamplerCorrectionTakesOldLogprobsFromTheTrainer) {
   EXPECT_GT(split[1].clip_ratio, 0.0) << "the second step is off-policy";
 }
 
+// The step's sampling statistics are over its tokens, as TRL's are over the generation batch's,
+// not a mean of micro-batch means: rows whose sampler log-probs sit delta_i below the trainer's
+// have weight exp(delta_i) on each of their len_i tokens, so with micro-batches of 5 and 4 tokens
+// the mean weight is sum(len_i exp(delta_i)) / sum(len_i) (a mean of the two means is 1% off).
+TEST(GrpoTrainer, SamplerCorrectionStatisticsAreOverTheStepsTokens) {
+  auto m = model::random_model(byte_config(), 11, 0.2);
+  attach_small_lora(m);
+  const std::vector<int64_t> lens = {1, 4, 2, 2};
+  const std::vector<double> delta = {0.1, 0.2, 0.3, 0.4};
+  std::vector<gen::Completion> comps(lens.size());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    for (int64_t k = 0; k < lens[i]; ++k) comps[i].tokens.push_back(static_cast<int32_t>(65 + i + k));
+    comps[i].logprobs.assign(comps[i].tokens.size(), 0.f);
+    comps[i].finish = gen::FinishReason::kStop;
+  }
+  auto b = grpo::policy_batch({{1, 2, 3}}, comps, false);
+  b.advantages = torch::tensor({1.0, -1.0, 0.5, -0.5});
+  auto g = small_grpo(0.0);
+  g.per_device_train_batch_size = 2;
+  g.vllm_importance_sampling_correction = true;
+  g.vllm_importance_sampling_mode = grpo::SamplingCorrectionMode::token_truncate;
+  g.vllm_importance_sampling_clip_max = 10.0;
+  grpo::PolicyOptimizer po(m, g);
+  po.old_policy_pass(b, /*on_policy=*/false);  // old: the trainer's; the sampler's: zeros
+  b.sampling_logps = b.old_logps - torch::tensor(delta, torch::kFloat).unsqueeze(1);
+  const auto st = po.step({{&b, 0, 4, 9.0}}, 1e-3);
+  ASSERT_TRUE(st.sampling.has_value());
+  double w = 0, d = 0, n = 0;
+  for (size_t i = 0; i < lens.size(); ++i)
+    w += static_cast<double>(lens[i]) * std::exp(delta[i]), d += static_cast<double>(lens[i]) * delta[i],
+        n += static_cast<double>(lens[i]);
+  EXPECT_NEAR(st.sampling->is_ratio_mean, w / n, 1e-6);
+  EXPECT_NEAR(st.sampling->logp_diff_mean, d / n, 1e-6);
+  EXPECT_NEAR(st.sampling->is_ratio_min, std::exp(0.1), 1e-6);
+  EXPECT_NEAR(st.sampling->is_ratio_max, std::exp(0.4), 1e-6);
+}
+
 // TRL's pad_to_multiple_of: the generation batch's prompt and completion widths, and each
 // micro-batch's window, are multiples of it; the extra columns are padding, so the log-probs of
 // the real tokens are those without it (to float rounding: other shapes, other summation orders),
