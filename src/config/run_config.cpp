@@ -54,6 +54,10 @@ ConfigTable task_table(tasks::TaskOptions& o) {
       .add("tool_command", &o.tool_command,
            "tool calling: a command that runs the model's tool calls (JSON lines in, one JSON result per line out); "
            "the tools are each example's \"tools\" (docs/configuration.md, Tool calling)")
+      .add("response_template", &o.response_template,
+           "with tool_command: how the model's turns are parsed for tool calls: \"auto\" (the model's "
+           "tokenizer_config.json response_template, else the format its chat template writes), \"qwen3\", "
+           "\"llama3\", or a JSON file in transformers' response_template format")
       .add("seed", &o.seed, "task seed (problem streams, held-out set, dataset order)")
       .add("shuffle_dataset", &o.shuffle_dataset,
            "jsonl: train on each shard's examples in a new order every epoch, drawn from the seed (TRL's "

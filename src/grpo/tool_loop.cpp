@@ -14,13 +14,109 @@ bool ends_with_stop(const tok::Tokenizer& tk, const std::vector<int32_t>& t) {
   return !t.empty() && std::find(eos.begin(), eos.end(), t.back()) != eos.end();
 }
 
+// transformers' TokenIdDecoder MARKER: breaks a control token's spelling in ordinary text.
+constexpr std::string_view kMarker = "\xEF\xB7\x92";  // U+FDD2
+
+tasks::ResponseTemplate resolve(const tok::Tokenizer& tk, const std::string& value) {
+  if (value != "auto") return tasks::named_response_template(value);
+  const tok::ChatTemplate* t = tk.chat_template();
+  if (!t)
+    throw UserError("tool calling needs the model's chat template to write the tools and their results",
+                    "give the model folder a chat_template.jinja (or tokenizer_config.json \"chat_template\")");
+  if (!t->response_template().is_null())
+    return tasks::ResponseTemplate::from_json(t->response_template(), "tokenizer_config.json: response_template");
+  // The format the template writes calls in, as TRL's add_response_schema tells it from the
+  // template (it compares whole templates with its copies; these are what sets them apart).
+  const std::string& src = t->source();
+  auto has = [&](const char* s) { return src.find(s) != std::string::npos; };
+  if (has("<tool_call>") && !has("<function=") && !has("<arg_key>")) return tasks::ResponseTemplate::builtin("qwen3");
+  if (has("<|eot_id|>") && has("\"parameters\"")) return tasks::ResponseTemplate::builtin("llama3");
+  throw UserError("chat template " + t->label() + ": which format it writes tool calls in is not known",
+                  "set [task] response_template to \"qwen3\" (<tool_call>{json}</tool_call>), \"llama3\" ({\"name\", "
+                  "\"parameters\"}) or a JSON file in transformers' response_template format");
+}
+
 }  // namespace
 
-nlohmann::ordered_json assistant_turn(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens) {
-  std::vector<int32_t> t = tokens;
-  while (ends_with_stop(tk, t)) t.pop_back();
-  return tasks::parse_assistant_turn(tk.decode(t, /*skip_special_tokens=*/false),
-                                     tk.decode(t, /*skip_special_tokens=*/true));
+TurnParser::TurnParser(const tok::Tokenizer& tk, const std::string& response_template)
+    : tk_(tk), template_(resolve(tk, response_template)) {
+  // transformers' _get_control_tokens: special added tokens, and the added tokens the template
+  // writes (whitespace ones aside); here found in the template's text.
+  const tok::ChatTemplate* t = tk.chat_template();
+  const std::string src = t ? t->source() : "";
+  for (const auto& a : tk.added_tokens()) {
+    const bool blank = a.content.find_first_not_of(" \t\n\r\f\v") == std::string::npos;
+    if (a.special || (!blank && src.find(a.content) != std::string::npos)) control_.emplace_back(a.id, a.content);
+  }
+  std::stable_sort(control_.begin(), control_.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  for (size_t i = 0; i < control_.size(); ++i) {
+    control_at_.emplace(control_[i].first, i);
+    if (!control_[i].second.empty()) control_first_.set(static_cast<unsigned char>(control_[i].second[0]));
+  }
+  for (int32_t id : tk.eos_ids()) eos_.push_back(tk.decode({id}, /*skip_special_tokens=*/false));
+}
+
+std::string TurnParser::text(const std::vector<int32_t>& ids) const {
+  auto spelling = [&](int32_t id) -> const std::string* {
+    const auto it = control_at_.find(id);
+    return it == control_at_.end() ? nullptr : &control_[it->second].second;
+  };
+  std::string out;
+  for (size_t a = 0; a < ids.size();) {
+    if (const std::string* s = spelling(ids[a])) {
+      out += *s;
+      ++a;
+      continue;
+    }
+    size_t b = a;
+    while (b < ids.size() && !spelling(ids[b])) ++b;
+    const std::vector<int32_t> run(ids.begin() + static_cast<std::ptrdiff_t>(a),
+                                   ids.begin() + static_cast<std::ptrdiff_t>(b));
+    // Decoded in the stream, after the token before it (a Metaspace decoder keeps a leading
+    // space there that it drops at the start of a sequence).
+    std::string piece = tk_.decode(run, false);
+    if (a > 0) {
+      std::vector<int32_t> with = run;
+      with.insert(with.begin(), ids[a - 1]);
+      const std::string head = tk_.decode({ids[a - 1]}, false), all = tk_.decode(with, false);
+      if (all.compare(0, head.size(), head) == 0) piece = all.substr(head.size());
+    }
+    // Control tokens' spellings in this text broken up (the longest first, left to right).
+    for (size_t i = 0; i < piece.size();) {
+      const std::string* hit = nullptr;
+      if (control_first_.test(static_cast<unsigned char>(piece[i])))
+        for (const auto& [cid, s] : control_)
+          if (piece.compare(i, s.size(), s) == 0) {
+            hit = &s;
+            break;
+          }
+      if (!hit) {
+        out += piece[i++];
+        continue;
+      }
+      for (size_t k = 0; k < hit->size();) {  // code point by code point
+        size_t n = 1;
+        while (k + n < hit->size() && (static_cast<unsigned char>((*hit)[k + n]) & 0xC0) == 0x80) ++n;
+        if (k > 0) out += kMarker;
+        out.append(*hit, k, n);
+        k += n;
+      }
+      i += hit->size();
+    }
+    a = b;
+  }
+  return out;
+}
+
+nlohmann::ordered_json TurnParser::parse(const std::vector<int32_t>& prefix, const std::vector<int32_t>& tokens,
+                                         const nlohmann::ordered_json& tools) const {
+  // A template told from the chat template (or named) may not match its turn headers: then the
+  // turn is read alone, not after the whole conversation as transformers would.
+  std::string p = text(prefix);
+  if (!template_.anchored(p)) p.clear();
+  return tasks::parse_assistant_turn(template_, p, text(tokens), tk_.decode(tokens, /*skip_special_tokens=*/true), eos_,
+                                     tools);
 }
 
 std::vector<int32_t> tool_suffix_ids(const tok::Tokenizer& tk, const nlohmann::ordered_json& tool_messages,
@@ -70,22 +166,25 @@ std::vector<int32_t> tool_suffix_ids(const tok::Tokenizer& tk, const nlohmann::o
   return {full_ids.begin() + static_cast<std::ptrdiff_t>(cut), full_ids.end()};
 }
 
-ToolLoopResult run_tool_loop(const tok::Tokenizer& tk, const tasks::ToolCommand& tools,
+ToolLoopResult run_tool_loop(const tok::Tokenizer& tk, const TurnParser& parser, const tasks::ToolCommand& tools,
                              const std::vector<const tasks::Example*>& examples,
                              const std::vector<std::vector<int32_t>>& prompts, std::vector<gen::Completion>& comps,
                              const ContinueFn& generate, const ToolLoopOptions& opt) {
   ToolLoopResult r;
   r.messages.resize(comps.size());
-  std::vector<size_t> active;  // completions whose last assistant turn called tools
-  for (size_t i = 0; i < comps.size(); ++i) {
-    if (examples[i]->messages.is_null()) continue;  // a text prompt: a text completion
-    auto turn = assistant_turn(tk, comps[i].tokens);
-    if (turn.contains("tool_calls")) active.push_back(i);
-    r.messages[i] = nlohmann::ordered_json::array({std::move(turn)});
-  }
   auto prompt_of = [&](size_t i) -> const std::vector<int32_t>& {
     return prompts[static_cast<size_t>(comps[i].prompt_index)];
   };
+  auto calls_tools = [](const nlohmann::ordered_json& turn) {
+    return turn.contains("tool_calls") && !turn["tool_calls"].empty();
+  };
+  std::vector<size_t> active;  // completions whose last assistant turn called tools
+  for (size_t i = 0; i < comps.size(); ++i) {
+    if (examples[i]->messages.is_null()) continue;  // a text prompt: a text completion
+    auto turn = parser.parse(prompt_of(i), comps[i].tokens, examples[i]->tools);
+    if (calls_tools(turn)) active.push_back(i);
+    r.messages[i] = nlohmann::ordered_json::array({std::move(turn)});
+  }
   for (int64_t round = 0; !active.empty() && round < opt.max_iterations; ++round) {
     // 1. Every call of every active completion, in one run of the command.
     std::vector<tasks::ToolCall> calls;
@@ -139,8 +238,8 @@ ToolLoopResult run_tool_loop(const tok::Tokenizer& tk, const tasks::ToolCommand&
       c.tool_mask.insert(c.tool_mask.end(), p.tokens.size(), 1);
       c.finish = ends_with_stop(tk, c.tokens) ? gen::FinishReason::kStop : gen::FinishReason::kLength;
       if (p.tokens.empty()) continue;  // cut away entirely: no turn to add
-      auto turn = assistant_turn(tk, p.tokens);
-      const bool calls_again = turn.contains("tool_calls");
+      auto turn = parser.parse(prefixes[k], p.tokens, examples[next[k]]->tools);
+      const bool calls_again = calls_tools(turn);
       r.messages[next[k]].push_back(std::move(turn));
       if (calls_again) active.push_back(next[k]);
     }

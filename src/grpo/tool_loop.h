@@ -9,9 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "generate/generate.h"
@@ -19,6 +21,33 @@
 #include "tokenizer/tokenizer.h"
 
 namespace brl::grpo {
+
+// How the loop reads the model's turns, as TRL's parse_response reads token ids with
+// transformers' response template (task.response_template; "auto": the model folder's
+// tokenizer_config.json response_template, else the format its chat template writes: Hermes
+// <tool_call> blocks for Qwen2.5 / Qwen3, Llama 3.1 / 3.2's JSON). As transformers does with
+// token ids, a control token (a special added token, or an added token the chat template
+// writes) only opens or closes a region where the model sampled it as its own token: spelled
+// out by other tokens it is text. UserError when no format can be told.
+class TurnParser {
+ public:
+  TurnParser(const tok::Tokenizer& tk, const std::string& response_template);
+  // The turn in `tokens` (stop tokens included or not) after the conversation in `prefix`
+  // (prompt token ids, and earlier turns and tool results), tools typing the arguments.
+  nlohmann::ordered_json parse(const std::vector<int32_t>& prefix, const std::vector<int32_t>& tokens,
+                               const nlohmann::ordered_json& tools) const;
+  // The text the response template reads: control tokens sampled as ids spelled out, their
+  // spellings in other tokens' text broken with U+FDD2 (transformers' TokenIdDecoder).
+  std::string text(const std::vector<int32_t>& ids) const;
+
+ private:
+  const tok::Tokenizer& tk_;
+  tasks::ResponseTemplate template_;
+  std::vector<std::pair<int32_t, std::string>> control_;  // id, spelling; longest spelling first
+  std::unordered_map<int32_t, size_t> control_at_;        // id -> its place in control_
+  std::bitset<256> control_first_;                        // the bytes their spellings start with
+  std::vector<std::string> eos_;
+};
 
 struct ToolLoopOptions {
   int64_t max_completion_length = 0;                             // the whole completion's budget, tool results included
@@ -43,7 +72,7 @@ using ContinueFn = std::function<std::vector<gen::Completion>(const std::vector<
 // prompts[comps[i].prompt_index]); extends the completions that called tools in place:
 // tokens, logprobs (0 for tool tokens), tool_mask and finish (kStop when the last token is a
 // stop token, as TRL's is_truncated).
-ToolLoopResult run_tool_loop(const tok::Tokenizer& tk, const tasks::ToolCommand& tools,
+ToolLoopResult run_tool_loop(const tok::Tokenizer& tk, const TurnParser& parser, const tasks::ToolCommand& tools,
                              const std::vector<const tasks::Example*>& examples,
                              const std::vector<std::vector<int32_t>>& prompts, std::vector<gen::Completion>& comps,
                              const ContinueFn& generate, const ToolLoopOptions& opt);
@@ -55,9 +84,5 @@ ToolLoopResult run_tool_loop(const tok::Tokenizer& tk, const tasks::ToolCommand&
 // UserError when the template cannot say where the turn ends.
 std::vector<int32_t> tool_suffix_ids(const tok::Tokenizer& tk, const nlohmann::ordered_json& tool_messages,
                                      const nlohmann::ordered_json& chat_template_kwargs);
-
-// The assistant turn of these completion tokens (stop tokens at the end removed), as
-// tasks::parse_assistant_turn parses it.
-nlohmann::ordered_json assistant_turn(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
 
 }  // namespace brl::grpo

@@ -48,7 +48,7 @@ ToolLoopResult run_tools(const model::Model& m, const tok::Tokenizer& tk, const 
   lo.max_model_len = m.config.max_position_embeddings;
   lo.chat_template_kwargs = chat_template_kwargs;
   return run_tool_loop(
-      tk, *task.tools, ex, prompts, comps,
+      tk, TurnParser(tk, task.tools->response_template()), *task.tools, ex, prompts, comps,
       [&](const std::vector<std::vector<int32_t>>& prefixes, int64_t max_new_tokens, int64_t round) {
         gen::GenerateOptions o = go;
         o.num_generations = 1;
@@ -606,6 +606,8 @@ GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task&
   policy_ = std::make_unique<PolicyOptimizer>(m_, cfg_);
   // A conversational dataset without a usable template fails here, not mid-run.
   prompt_ids(tk_, task_.train_example(0, shard_, num_shards_), cfg_.max_prompt_length, cfg_.chat_template_kwargs);
+  // So does a tool task whose model's format for tool calls cannot be told.
+  if (task_.tools) TurnParser(tk_, task_.tools->response_template());
 }
 
 GrpoTrainer::~GrpoTrainer() = default;

@@ -58,6 +58,10 @@ struct TaskOptions {
   double format_weight = 0.2;
   std::vector<std::string> reward_commands;  // external reward commands (sh -c)
   std::string tool_command;                  // runs the model's tool calls (sh -c); empty: no tool calling
+  // How the model's turns are parsed for calls (tasks/response_template.h): "auto" (the model's
+  // tokenizer_config.json response_template, else the format its chat template writes), a
+  // built-in name, or a JSON file in transformers' response_template format.
+  std::string response_template = "auto";
   int64_t seed = 1234;
   // jsonl: each shard's examples in a new seeded order every epoch (TRL's shuffle_dataset);
   // false: file order.

@@ -281,7 +281,7 @@ std::unique_ptr<Task> make_task(const TaskOptions& o) {
   else t->rewards.push_back(std::make_shared<ExactAnswerReward>());
   if (o.format_reward) t->rewards.push_back(std::make_shared<IntegerFormatReward>());
   for (auto& c : o.reward_commands) t->rewards.push_back(std::make_shared<CommandReward>(c));
-  if (!o.tool_command.empty()) t->tools = std::make_shared<ToolCommand>(o.tool_command);
+  if (!o.tool_command.empty()) t->tools = std::make_shared<ToolCommand>(o.tool_command, o.response_template);
   return t;
 }
 

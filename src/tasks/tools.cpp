@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "tasks/command.h"
@@ -10,14 +11,6 @@
 namespace brl::tasks {
 
 namespace {
-
-constexpr std::string_view kWhitespace = " \t\n\r\f\v";
-
-std::string strip(std::string_view s) {
-  const size_t b = s.find_first_not_of(kWhitespace);
-  if (b == std::string_view::npos) return {};
-  return std::string(s.substr(b, s.find_last_not_of(kWhitespace) - b + 1));
-}
 
 // Python's repr() of a str: single quotes unless the text has ' and no ", escapes for the
 // quote, the backslash and control characters; other characters as they are.
@@ -76,48 +69,64 @@ std::string python_type(const nlohmann::ordered_json& v) {
   }
 }
 
-// A <tool_call> block's JSON as TRL's parse_response takes it: an object with a string "name"
-// (arguments missing or null: {}), under {"type": "function", "function": ...}; else null.
-nlohmann::ordered_json tool_call_of(std::string_view body) {
-  auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return nullptr;
-  if (!j.contains("arguments") || j["arguments"].is_null()) j["arguments"] = nlohmann::ordered_json::object();
-  return {{"type", "function"}, {"function", std::move(j)}};
-}
-
 }  // namespace
 
-nlohmann::ordered_json parse_assistant_turn(const std::string& text, const std::string& plain) {
-  static constexpr std::string_view kThink = "<think>", kThinkEnd = "</think>", kCall = "<tool_call>",
-                                    kCallEnd = "</tool_call>";
-  nlohmann::ordered_json msg = {{"role", "assistant"}};
-  nlohmann::ordered_json reasoning, calls = nlohmann::ordered_json::array();
-  std::string content;
-  const std::string_view t = text;
-  size_t pos = 0;
-  while (pos < t.size()) {
-    if (t.substr(pos, kThink.size()) == kThink) {
-      const size_t body = pos + kThink.size(), end = t.find(kThinkEnd, body);
-      reasoning = strip(t.substr(body, end == std::string_view::npos ? std::string_view::npos : end - body));
-      pos = end == std::string_view::npos ? t.size() : end + kThinkEnd.size();
-    } else if (t.substr(pos, kCall.size()) == kCall) {
-      const size_t body = pos + kCall.size(), end = t.find(kCallEnd, body);
-      if (end == std::string_view::npos) return {{"role", "assistant"}, {"content", plain}};
-      auto call = tool_call_of(strip(t.substr(body, end - body)));
-      if (call.is_null()) return {{"role", "assistant"}, {"content", plain}};
-      calls.push_back(std::move(call));
-      pos = end + kCallEnd.size();
-    } else {
-      const size_t next = std::min(t.find(kThink, pos), t.find(kCall, pos));
-      std::string seg = strip(t.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos));
-      if (!seg.empty()) content = std::move(seg);
-      pos = next == std::string_view::npos ? t.size() : next;
+nlohmann::ordered_json parse_assistant_turn(const ResponseTemplate& t, std::string_view prefix, std::string_view text,
+                                            const std::string& plain, const std::vector<std::string>& eos_tokens,
+                                            const nlohmann::ordered_json& tools) {
+  using ojson = nlohmann::ordered_json;
+  const ojson fallback = {{"role", "assistant"}, {"content", plain}};
+  ojson msg;
+  try {
+    msg = t.parse(prefix, text, tools);
+  } catch (const ResponseParseError&) {
+    return fallback;
+  }
+  if (msg.contains("content") && msg["content"].is_string()) {
+    std::string c = msg["content"].get<std::string>();
+    for (const auto& eos : eos_tokens)
+      if (!eos.empty() && c.size() >= eos.size() && c.compare(c.size() - eos.size(), eos.size(), eos) == 0) {
+        c.resize(c.size() - eos.size());
+        break;
+      }
+    msg["content"] = c;
+  }
+  // Python's `not content`: missing, None, "", 0, False, [] or {}.
+  const ojson c = msg.contains("content") ? msg["content"] : ojson();
+  if (c.is_null() || (c.is_string() && c.get_ref<const std::string&>().empty()) || (c.is_boolean() && !c.get<bool>()) ||
+      (c.is_number() && c.get<double>() == 0) || ((c.is_array() || c.is_object()) && c.empty()))
+    msg["content"] = "";
+  if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {  // TRL's _validate_tool_calls
+    ojson& calls = msg["tool_calls"];
+    if (!calls.is_array()) return fallback;
+    for (auto& call : calls) {
+      if (!call.is_object()) return fallback;
+      ojson& f = call.contains("function") ? call["function"] : call;
+      if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) return fallback;
+      if (!f.contains("arguments") || f["arguments"].is_null()) f["arguments"] = ojson::object();
     }
   }
-  msg["content"] = content;
-  if (!reasoning.is_null()) msg["reasoning_content"] = reasoning;
-  if (!calls.empty()) msg["tool_calls"] = std::move(calls);
   return msg;
+}
+
+ResponseTemplate named_response_template(const std::string& value) {
+  const auto names = ResponseTemplate::builtin_names();
+  if (std::find(names.begin(), names.end(), value) != names.end()) return ResponseTemplate::builtin(value);
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  const std::string fix = "\"auto\", one of " + list +
+                          ", or the path of a JSON file with a response template (transformers' format: "
+                          "{\"defaults\", \"start_anchor\", \"fields\"})";
+  std::ifstream in(value);
+  if (!in) throw UserError("task.response_template = \"" + value + "\": not a built-in name nor a readable file", fix);
+  auto j = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw UserError("task.response_template file " + value + ": not valid JSON", fix);
+  return ResponseTemplate::from_json(j, value);
+}
+
+ToolCommand::ToolCommand(std::string command, std::string response_template)
+    : command_(std::move(command)), response_template_(std::move(response_template)) {
+  if (response_template_ != "auto") named_response_template(response_template_);  // refused now, not at a call
 }
 
 std::string python_str(const nlohmann::ordered_json& v) {
@@ -139,7 +148,17 @@ std::vector<ToolResult> ToolCommand::run(const std::vector<ToolCall>& calls) con
   std::vector<size_t> sent;  // the calls the command gets, in order
   std::ostringstream in;
   for (size_t i = 0; i < calls.size(); ++i) {
-    const auto& f = calls[i].call["function"];
+    const auto& call = calls[i].call;
+    if (!call.contains("type") || call["type"] != "function") {  // TRL's message
+      const auto type = call.contains("type") ? call["type"] : nlohmann::ordered_json();
+      const auto n = call.contains("name") ? call["name"] : nlohmann::ordered_json("unknown");
+      out[i].message = {{"role", "tool"},
+                        {"name", n},
+                        {"content", python_str({{"error", "Unsupported tool call type: " + python_str(type)}})}};
+      out[i].failed = true;
+      continue;
+    }
+    const auto& f = call["function"];
     const std::string name = f["name"].get<std::string>();
     out[i].message = {{"role", "tool"}, {"name", name}, {"content", ""}};
     std::string error;

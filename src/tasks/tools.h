@@ -9,19 +9,25 @@
 #include <string>
 #include <vector>
 
+#include "tasks/response_template.h"
 #include "tasks/task.h"
 
 namespace brl::tasks {
 
-// An assistant turn parsed as TRL's parse_response parses Qwen2.5 / Qwen3's (Hermes-style)
-// format with transformers' qwen3 response template: {"role": "assistant", "content": ...,
-// "reasoning_content": ... (a <think> block's text, when there is one), "tool_calls": [{"type":
-// "function", "function": {"name": ..., "arguments": ...}}, ...] (when there are any)}. `text`
-// is the completion decoded with its special tokens, the stop token removed. The content and
-// the reasoning are the last such segment, stripped. A <tool_call> block that is not a JSON
-// object with a string "name" (arguments default to {}), or is left open, makes the whole turn
-// plain content (`plain`: the text without special tokens), as TRL falls back.
-nlohmann::ordered_json parse_assistant_turn(const std::string& text, const std::string& plain);
+// An assistant turn as TRL's parse_response (trl/chat_template_utils.py) makes it: the response
+// template's parse of `prefix` + `text` (the conversation before the turn and the turn, decoded
+// with their special tokens) with the tools typing the arguments; the content without a
+// trailing end-of-sequence token (any of `eos_tokens`), "" when missing; each tool call a
+// {"type": "function", "function": {"name": <string>, "arguments": ({} when missing)}}. A turn
+// the template cannot parse, or whose calls are malformed, is plain content (`plain`: the turn
+// without special tokens), as TRL falls back.
+nlohmann::ordered_json parse_assistant_turn(const ResponseTemplate& t, std::string_view prefix, std::string_view text,
+                                            const std::string& plain, const std::vector<std::string>& eos_tokens,
+                                            const nlohmann::ordered_json& tools);
+
+// task.response_template other than "auto": a built-in name (ResponseTemplate::builtin_names) or a
+// JSON file in transformers' response_template format. UserError naming the value otherwise.
+ResponseTemplate named_response_template(const std::string& value);
 
 // Python's str() of a JSON value (str(json.loads(v)) without the round trip): strings as they
 // are, containers with repr()'d items ({'a': 1, 'b': [True, None]}). What TRL writes into a
@@ -49,14 +55,17 @@ struct ToolResult {
 // as Python's str() of it), or {"error": "..."} for a call that failed. Calls to a function the
 // example's tools do not list, or whose arguments are not an object, fail without reaching the
 // command, as TRL's do ({'error': ...}); they and the failures count in `failed`.
+// Calls whose "type" is not "function" fail as TRL's do.
 class ToolCommand {
  public:
-  explicit ToolCommand(std::string command) : command_(std::move(command)) {}
+  // response_template: task.response_template ("auto", a built-in name or a file; checked here).
+  explicit ToolCommand(std::string command, std::string response_template = "auto");
   const std::string& command() const { return command_; }
+  const std::string& response_template() const { return response_template_; }
   std::vector<ToolResult> run(const std::vector<ToolCall>& calls) const;
 
  private:
-  std::string command_;
+  std::string command_, response_template_;
 };
 
 }  // namespace brl::tasks

@@ -44,14 +44,17 @@ const char* const kContinueTag = "CONTINUE_FINAL_MESSAGE_TAG ";
 
 ChatTemplate::ChatTemplate(std::string_view source, ojson special_tokens, std::string label,
                            std::string_view tool_use_source)
-    : tpl_(source, label), specials_(std::move(special_tokens)) {
-  if (!tool_use_source.empty())
+    : tpl_(source, label), specials_(std::move(special_tokens)), source_(source) {
+  if (!tool_use_source.empty()) {
     tool_use_ = std::make_shared<const JinjaTemplate>(tool_use_source, label + " (tool_use)");
+    source_ += '\0';
+    source_ += tool_use_source;
+  }
 }
 
-std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& model_dir) {
-  const fs::path d(model_dir);
-  ojson cfg = fs::exists(d / "tokenizer_config.json") ? read_object(d / "tokenizer_config.json") : ojson::object();
+namespace {
+
+std::optional<ChatTemplate> template_in(const fs::path& d, const ojson& cfg) {
   ojson specials = special_tokens(cfg);
   if (fs::exists(d / "chat_template.jinja"))
     return ChatTemplate(read_file((d / "chat_template.jinja").string()), specials,
@@ -79,6 +82,16 @@ std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& model_dir)
     throw UserError(where + ": several templates (" + names + ") and none named \"default\"",
                     "name the one to use \"default\", as transformers expects");
   return ChatTemplate(dflt, specials, where, tool_use);
+}
+
+}  // namespace
+
+std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& model_dir) {
+  const fs::path d(model_dir);
+  ojson cfg = fs::exists(d / "tokenizer_config.json") ? read_object(d / "tokenizer_config.json") : ojson::object();
+  auto t = template_in(d, cfg);
+  if (t && cfg.contains("response_template")) t->response_template_ = cfg["response_template"];
+  return t;
 }
 
 std::string ChatTemplate::apply(const ojson& messages, const ChatOptions& opt) const {

@@ -46,11 +46,18 @@ class ChatTemplate {
                            const std::string& where, const nlohmann::ordered_json& tools = nullptr) const;
 
   const std::string& label() const { return tpl_.label(); }
+  // The template's text (with the tool_use one, if any, after a NUL), for what it names.
+  const std::string& source() const { return source_; }
+  // The folder's tokenizer_config.json "response_template" (how transformers parses the
+  // model's answers: tasks/response_template.h), or null.
+  const nlohmann::ordered_json& response_template() const { return response_template_; }
 
  private:
   JinjaTemplate tpl_;
   std::shared_ptr<const JinjaTemplate> tool_use_;
   nlohmann::ordered_json specials_;
+  std::string source_;
+  nlohmann::ordered_json response_template_;
 };
 
 }  // namespace brl::tok

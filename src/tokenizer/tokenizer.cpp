@@ -351,4 +351,10 @@ std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
 std::vector<int32_t> Tokenizer::eos_ids() const { return impl_->eos; }
 std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad; }
 
+std::vector<Tokenizer::Added> Tokenizer::added_tokens() const {
+  std::vector<Added> out;
+  for (const auto& a : impl_->added) out.push_back({a.content, a.id, a.special});
+  return out;
+}
+
 }  // namespace brl::tok

@@ -35,6 +35,13 @@ class Tokenizer {
   std::optional<int32_t> bos_id() const;
   std::vector<int32_t> eos_ids() const;  // generation stops on any of these
   std::optional<int32_t> pad_id() const;
+  // tokenizer.json's added tokens, as transformers' added_tokens_decoder lists them.
+  struct Added {
+    std::string content;
+    int32_t id;
+    bool special;
+  };
+  std::vector<Added> added_tokens() const;
   // The folder's chat template (from_dir only; chat_template.h says where it is read from),
   // or null when it has none. A template that does not parse is reported here, not at load,
   // so that a model with a broken template still serves text prompts.

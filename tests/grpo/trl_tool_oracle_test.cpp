@@ -1,14 +1,18 @@
 // The tool-calling loop against TRL's own: GRPOTrainer._tool_call_loop and _get_tool_suffix_ids
-// run live by tools/trl/tool_loop.py (.venv) on the shared test data's Qwen3 tokenizer with TRL's
-// Qwen3 templates, and ours (grpo::run_tool_loop) on the same first turns, the same canned
-// continuations and the same three tools (ours through the tool command protocol, served by the
-// same Python functions). Equal: every completion's token ids, tool mask, log-probs, the parsed
-// messages (assistant turns with their calls, tool results), the call and failure counts; with
+// run live by tools/trl/tool_loop.py (.venv), and ours (grpo::run_tool_loop) on the same first
+// turns, the same canned continuations and the same three tools (ours through the tool command
+// protocol, served by the same Python functions); on the shared test data's Qwen3 tokenizer with
+// TRL's Qwen3 templates, and on its Llama 3 tokenizer with TRL's Llama 3.1 template (each parsed
+// with the response template TRL picks for it, ours told from the chat template). Equal: every
+// completion's token ids, tool mask, log-probs, the parsed messages (assistant turns with their
+// calls, arguments typed by the tools' schemas, tool results), the call and failure counts; with
 // and without max_tool_calling_iterations, with budgets that cut continuations and roll back
-// tool results, and with chat_template_kwargs. A missing oracle is a failure, not a skip.
+// tool results, with chat_template_kwargs, and with the formats' tags spelled out by ordinary
+// tokens (text, not markup). A missing oracle is a failure, not a skip.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,8 +30,32 @@ namespace hf = test::hf;
 
 namespace {
 
-std::string call(const std::string& name, const std::string& args) {
-  return "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": " + args + "}\n</tool_call>";
+// A model family: its tokenizer and templates (tools/trl/tool_loop.py model DIR FAMILY), how its
+// turns write a call and end, and the tags a row may ask to have spelled out.
+struct Family {
+  std::string name;
+  std::function<std::string(const std::string&, const std::string&)> call;
+  std::string end;
+  std::vector<std::string> tags;
+};
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> f = {
+      {"qwen3",
+       [](const std::string& name, const std::string& args) {
+         return "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": " + args + "}\n</tool_call>";
+       },
+       "<|im_end|>",
+       {"<tool_call>", "</tool_call>"}},
+      // Llama 3.1's template ends a call's turn with <|eot_id|> as any turn.
+      {"llama3",
+       [](const std::string& name, const std::string& args) {
+         return "{\"name\": \"" + name + "\", \"parameters\": " + args + "}";
+       },
+       "<|eot_id|>",
+       {"<|eot_id|>"}},
+  };
+  return f;
 }
 
 // A completion's first turn and what the model says after each round of tool results.
@@ -36,8 +64,9 @@ struct Row {
   std::vector<std::string> then;
 };
 
-std::vector<Row> rows() {
-  const std::string end = "<|im_end|>";
+std::vector<Row> rows(const Family& fam) {
+  const auto& call = fam.call;
+  const std::string& end = fam.end;
   return {
       {call("add", R"({"a": 3, "b": 4})") + end, {"It is 7." + end}},
       {"Just 5." + end, {}},
@@ -45,7 +74,7 @@ std::vector<Row> rows() {
            call("echo", R"({"x": {"k": [1, true, null, "it's"], "u": "é 日"}})") + end,
        {call("fail", R"({"a": 1})") + end, "Sorry, the tool failed." + end}},
       {call("nope", "{}") + end, {"No such tool." + end}},
-      {"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 3</tool_call>" + end, {}},
+      {call("add", R"({"a": 3)") + end, {}},  // does not parse
       {call("add", R"({"a": 1})") + end, {[] {
          std::string s;
          for (int i = 0; i < 60; ++i) s += "word ";
@@ -54,7 +83,33 @@ std::vector<Row> rows() {
       {call("echo", R"({"x": {"s": ")" + std::string(600, 'x') + R"("}})") + end, {"Long." + end}},
       {call("add", R"({"a": 2, "b": 2})") + end, {call("add", R"({"a": 4, "b": 4})") + end, "Eight." + end}},
       {"Let me check.\n" + call("add", R"({"a": 5, "b": 5})"), {"Ten." + end}},  // no end of turn
+      // Arguments as text, typed by the tools' schemas: "3" -> 3, a JSON object's text -> the object.
+      {call("add", R"({"a": "3", "b": "4"})") + end, {call("echo", R"({"x": "{\"k\": 1}"})") + end, "Done." + end}},
+      // The family's tags spelled out by ordinary tokens (SPELL below) are text, not markup.
+      {"SPELL" + call("add", R"({"a": 1, "b": 1})") + end, {}},
   };
+}
+
+// A turn's tokens: "SPELL" at the start asks for the family's tags spelled out one character per
+// token, not as the added tokens the tokenizer makes of them.
+std::vector<int32_t> encode_turn(const tok::Tokenizer& tk, const Family& fam, std::string text) {
+  if (text.rfind("SPELL", 0) != 0) return tk.encode(text);
+  text = text.substr(5);
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < text.size();) {
+    size_t at = text.size(), len = 0;
+    for (const auto& t : fam.tags)
+      if (const size_t k = text.find(t, i); k < at) at = k, len = t.size();
+    const auto plain = tk.encode(text.substr(i, at - i));
+    out.insert(out.end(), plain.begin(), plain.end());
+    if (at == text.size()) break;
+    for (size_t k = at; k < at + len; ++k) {
+      const auto one = tk.encode(text.substr(k, 1));
+      out.insert(out.end(), one.begin(), one.end());
+    }
+    i = at + len;
+  }
+  return out;
 }
 
 bool ends_with_eos(const tok::Tokenizer& tk, const std::vector<int32_t>& t) {
@@ -64,17 +119,32 @@ bool ends_with_eos(const tok::Tokenizer& tk, const std::vector<int32_t>& t) {
 
 }  // namespace
 
+void loop_as_trls(const Family& fam);
+
 TEST(TrlToolOracle, ToolCallingLoopAsTrls) {
   ASSERT_TRUE(hf::python_installed());
+  for (const Family& fam : families()) {
+    SCOPED_TRACE(fam.name);
+    loop_as_trls(fam);
+  }
+}
+
+void loop_as_trls(const Family& fam) {
   TempDir dir;
   const std::string script = hf::source("tools/trl/tool_loop.py"), model = dir.str("model");
-  ASSERT_TRUE(hf::run_command("BRL_QWEN3_TOKENIZER='" BRL_TESTDATA_DIR "/tokenizers/qwen3' '" BRL_PYTHON "' '" +
-                              script + "' model '" + model + "'"));
+  ASSERT_TRUE(hf::run_command("BRL_TOKENIZERS='" BRL_TESTDATA_DIR "/tokenizers' '" BRL_PYTHON "' '" + script +
+                              "' model '" + model + "' " + fam.name));
   const auto tk = tok::Tokenizer::from_dir(model);
   const tasks::ToolCommand tools("'" BRL_PYTHON "' '" + script + "' tools");
-  const ojson schemas = ojson::parse(R"([{"type": "function", "function": {"name": "add"}},
-      {"type": "function", "function": {"name": "fail"}}, {"type": "function", "function": {"name": "echo"}}])");
-  const auto R = rows();
+  // As transformers' get_json_schema writes the Python tools' (TRL types the calls' arguments with them).
+  const ojson schemas = ojson::parse(R"([
+      {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+      {"type": "function", "function": {"name": "fail", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer"}}, "required": ["a"]}}},
+      {"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {
+        "x": {"type": "object"}}, "required": ["x"]}}}])");
+  const auto R = rows(fam);
 
   struct Config {
     int64_t max_completion_length;
@@ -101,7 +171,7 @@ TEST(TrlToolOracle, ToolCallingLoopAsTrls) {
       prompts.push_back(grpo::prompt_ids(tk, e, 100000, c.kwargs));
       gen::Completion g;
       g.prompt_index = static_cast<int64_t>(i);
-      g.tokens = tk.encode(R[i].first);
+      g.tokens = encode_turn(tk, fam, R[i].first);
       for (size_t k = 0; k < g.tokens.size(); ++k) g.logprobs.push_back(-0.25f - 0.125f * static_cast<float>(k % 4));
       g.finish = ends_with_eos(tk, g.tokens) ? gen::FinishReason::kStop : gen::FinishReason::kLength;
       auto head = prompts.back();
@@ -137,7 +207,7 @@ TEST(TrlToolOracle, ToolCallingLoopAsTrls) {
     if (c.max_iterations) o.max_iterations = *c.max_iterations;
     o.max_model_len = 32768;
     o.chat_template_kwargs = c.kwargs;
-    results.push_back(grpo::run_tool_loop(tk, tools, ex, prompts, comps, generate, o));
+    results.push_back(grpo::run_tool_loop(tk, grpo::TurnParser(tk, "auto"), tools, ex, prompts, comps, generate, o));
     ours.push_back(comps);
     cases.push_back({{"model_dir", model},
                      {"chat_template_kwargs", json::parse(c.kwargs.dump())},
@@ -183,4 +253,10 @@ TEST(TrlToolOracle, ToolCallingLoopAsTrls) {
   EXPECT_GT(rolled_back, 0);
   EXPECT_GT(cut, 0);
   EXPECT_GT(capped, 0);
+  // The typed row's text arguments came out typed, the spelled-out tags stayed text (TRL's answers).
+  const json& first = trl[0]["completions"];
+  EXPECT_EQ(first[9][0]["tool_calls"][0]["function"]["arguments"], json::parse(R"({"a": 3, "b": 4})"));
+  EXPECT_EQ(first[9][2]["tool_calls"][0]["function"]["arguments"], json::parse(R"({"x": {"k": 1}})"));
+  EXPECT_FALSE(first[10][0].contains("tool_calls"));
+  EXPECT_NE(first[10][0]["content"].get<std::string>().find(fam.tags[0]), std::string::npos);
 }

@@ -1,6 +1,7 @@
-// Tool calling's torch-free parts: the assistant turn parsed as transformers parses Qwen's
-// Hermes-style tool calls, Python's str() of a tool's result, and the tool command's protocol.
-// The whole loop against TRL's own runs in tests/grpo/trl_tool_oracle_test.cpp.
+// Tool calling's torch-free parts: the assistant turn parsed as TRL parses it with transformers'
+// response templates (the parser itself against transformers' in
+// response_template_oracle_test.cpp), Python's str() of a tool's result, and the tool command's
+// protocol. The whole loop against TRL's own runs in tests/grpo/trl_tool_oracle_test.cpp.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +34,8 @@ TEST(ParseAssistantTurn, AsTransformersParsesQwen3) {
       {"x<think>y</think>z", R"({"role": "assistant", "content": "z", "reasoning_content": "y"})"},
       {"<think>y</think>" + call + "<think>q</think>w",
        R"({"role": "assistant", "reasoning_content": "q", "content": "w", "tool_calls": [)" + f + "]}"},
-      {"<think>unclosed", R"({"role": "assistant", "reasoning_content": "unclosed", "content": ""})"},
+      // A region left open runs to the end, the end-of-turn token with it (TRL removes it from the content only).
+      {"<think>unclosed", R"({"role": "assistant", "reasoning_content": "unclosed<|im_end|>", "content": ""})"},
       // Arguments missing: {}; a string or a list is kept (the call then fails at the tool).
       {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
        R"({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f",
@@ -48,14 +50,73 @@ TEST(ParseAssistantTurn, AsTransformersParsesQwen3) {
        R"({"role": "assistant", "content": "é", "tool_calls": [{"type": "function", "function": {"name": "f",
           "arguments": {"a": "é"}}}]})"},
   };
+  const auto qwen3 = ResponseTemplate::builtin("qwen3");
+  auto parse = [&](const std::string& text, const std::string& plain) {
+    return parse_assistant_turn(qwen3, "", text + "<|im_end|>", plain, {"<|im_end|>"}, nullptr);
+  };
   for (const auto& [text, want] : cases)  // key order aside (that is the order fields open in)
-    EXPECT_EQ(nlohmann::json::parse(parse_assistant_turn(text, "unused").dump()), nlohmann::json::parse(want)) << text;
+    EXPECT_EQ(nlohmann::json::parse(parse(text, "unused").dump()), nlohmann::json::parse(want)) << text;
   // Calls that do not parse: the whole turn is the plain text.
   for (const std::string bad :
        {"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 3</tool_call>", "<tool_call>\n[1,2]\n</tool_call>",
         "<tool_call>\n{\"name\": 3}\n</tool_call>", "<tool_call>\n{\"function\": \"f\"}\n</tool_call>",
         "a <tool_call> b", "<tool_call>\n{\"name\": \"f\", \"arguments\": {}} trailing\n</tool_call>"})
-    EXPECT_EQ(parse_assistant_turn(bad, "PLAIN"), json::parse(R"({"role": "assistant", "content": "PLAIN"})")) << bad;
+    EXPECT_EQ(parse(bad, "PLAIN"), json::parse(R"({"role": "assistant", "content": "PLAIN"})")) << bad;
+}
+
+// TRL's parse_response around the template's parse: the content without a trailing EOS token
+// and "" when missing; calls' missing arguments {}; with tools, arguments typed by their schema
+// (Llama 3.1's format; expected: transformers 5.25's parse_response with TRL 1.16's
+// llama3_template and these tools).
+TEST(ParseAssistantTurn, TypesArgumentsAndNormalizesAsTrl) {
+  const auto llama3 = ResponseTemplate::builtin("llama3");
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": ["integer", "string"]}, "c": {"type": "number"},
+      "d": {"type": "boolean"}, "e": {"type": "array"}}}}}])");
+  const std::string prefix =
+      "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  const auto call = parse_assistant_turn(
+      llama3, prefix,
+      R"({"name": "add", "parameters": {"a": "3", "b": "4", "c": "2", "d": "true", "e": "[1]"}}<|eot_id|>)", "plain",
+      {"<|eot_id|>"}, tools);
+  EXPECT_EQ(nlohmann::json::parse(call.dump()),
+            nlohmann::json::parse(R"({"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+                "function": {"name": "add", "arguments": {"a": 3, "b": "4", "c": 2, "d": true, "e": [1]}}}]})"));
+  // Without tools the text stays text; a plain answer is content, its EOS token removed.
+  EXPECT_EQ(parse_assistant_turn(llama3, prefix, R"({"name": "add", "parameters": {"a": "3"}}<|eot_id|>)", "plain",
+                                 {"<|eot_id|>"}, nullptr)["tool_calls"][0]["function"]["arguments"],
+            json::parse(R"({"a": "3"})"));
+  EXPECT_EQ(parse_assistant_turn(llama3, prefix, "7<|end_of_text|>", "plain", {"<|end_of_text|>"}, nullptr),
+            json::parse(R"({"role": "assistant", "content": "7"})"));
+}
+
+TEST(ResponseTemplate, BadTemplatesAreErrorsNamingThem) {
+  auto err = [](const char* spec) {
+    return test::error_of([&] { ResponseTemplate::from_json(json::parse(spec), "t.json"); });
+  };
+  EXPECT_NE(err(R"({"fields": {"content": {}}})").find("t.json: the response template needs 'start_anchor'"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"start_anchor": "A", "fields": {"a": {}, "b": {}}})").find("at most one field may omit"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"start_anchor": "A", "fields": {"a": {"open": "x", "clse": "y"}}})").find("unknown key 'clse'"),
+            std::string::npos);
+  EXPECT_NE(err(R"j({"start_anchor": "A", "fields": {"a": {"open_pattern": "(x"}}})j").find("does not compile"),
+            std::string::npos);
+  EXPECT_NE(err(R"j({"start_anchor": "A", "fields": {"a": {"open_pattern": "(?P<n>x)"}}})j").find("no 'transform'"),
+            std::string::npos);
+  EXPECT_NE(err(R"j({"start_anchor": "A", "fields": {"a": {"open": "x", "transform": "f({content})"}}})j")
+                .find("mixes a {placeholder}"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"start_anchor": "A", "fields": {"a": {"content": "yaml"}}})").find("unknown content parser"),
+            std::string::npos);
+  test::TempDir dir;
+  EXPECT_NE(test::error_of([&] { named_response_template("hermes"); }).find("not a built-in name nor a readable file"),
+            std::string::npos);
+  test::write_file(dir.str("bad.json"), "{");
+  EXPECT_NE(test::error_of([&] { ToolCommand("cat", dir.str("bad.json")); }).find("not valid JSON"), std::string::npos);
+  test::write_file(dir.str("t.json"), R"({"start_anchor": "A", "fields": {"content": {}}})");
+  EXPECT_EQ(named_response_template(dir.str("t.json")).parse("", " x ")["content"], "x");
 }
 
 // Expected: Python 3.11's str(json.loads(value)), what TRL writes for a tool's result.
@@ -121,8 +182,11 @@ TEST(ToolCommand, RunsTheCallsAndReturnsToolMessages) {
                        R"({"arguments":{"x":"y"},"id":3,"name":"echo"})" + "\n" +
                        R"({"arguments":{"a":"x"},"id":3,"name":"add"})" + "\n" +
                        R"({"arguments":{},"id":3,"name":"echo"})" + "\n");
-  // Nothing to run: the command does not start.
+  // Nothing to run: the command does not start. A call of another type fails as TRL's does.
   EXPECT_EQ(ToolCommand("exit 1").run({{&e, call("nope", "{}")}}).size(), 1u);
+  const auto other = ToolCommand("exit 1").run({{&e, json::parse(R"({"type": "code", "name": "run"})")}});
+  EXPECT_EQ(other[0].message, msg("run", "{'error': 'Unsupported tool call type: code'}"));
+  EXPECT_TRUE(other[0].failed);
 }
 
 TEST(ToolCommand, BadCommandsAreErrorsNamingThem) {

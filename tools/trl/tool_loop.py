@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """TRL's tool-calling loop as an oracle for grpo::run_tool_loop (tests/grpo/trl_tool_oracle_test.cpp).
 
-  tool_loop.py model DIR     writes a model folder for both sides: the shared test data's Qwen3
+  tool_loop.py model DIR qwen3   writes a model folder for both sides: the shared test data's Qwen3
                              tokenizer, TRL's own Qwen3 chat template in tokenizer_config.json
                              (trl/chat_templates/qwen3.jinja, which add_response_schema knows how to
                              parse) and TRL's prefix-preserving training version of it as
                              chat_template.jinja (qwen3_training.jinja: what GRPOTrainer renders with
                              when there are tools, and what a model folder's .jinja gives both sides)
+  tool_loop.py model DIR llama3  the same with the Llama 3 tokenizer and TRL's Llama 3.1 template
+                             (llama3_1.jinja, prefix-preserving: GRPOTrainer keeps it), <|eot_id|>
+                             as the end of sequence (as Llama 3.1 Instruct's)
   tool_loop.py < cases.json  runs each case, prints a list of results (one Python start)
   tool_loop.py tools         the same tools as a bucketrl tool command (task.tool_command): JSON lines
                              {"name", "arguments", ...} in, one JSON result per line out, a raised
@@ -70,21 +73,25 @@ def echo(x: dict) -> dict:
 TOOLS = {"add": add, "fail": fail, "echo": echo}
 
 
-def make_model(out_dir):
+def make_model(out_dir, family):
     import trl
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "testdata",
-                       "tokenizers", "qwen3")
-    src = os.environ.get("BRL_QWEN3_TOKENIZER", src)
+                       "tokenizers")
+    src = os.path.join(os.environ.get("BRL_TOKENIZERS", src), family)
     os.makedirs(out_dir, exist_ok=True)
     shutil.copy(os.path.join(src, "tokenizer.json"), out_dir)
     with open(os.path.join(src, "tokenizer_config.json")) as f:
         config = json.load(f)
     templates = os.path.join(os.path.dirname(trl.__file__), "chat_templates")
-    with open(os.path.join(templates, "qwen3.jinja")) as f:
+    stock = {"qwen3": "qwen3.jinja", "llama3": "llama3_1.jinja"}[family]
+    with open(os.path.join(templates, stock)) as f:
         config["chat_template"] = f.read()
+    if family == "llama3":
+        config["eos_token"] = "<|eot_id|>"  # as Llama 3.1 Instruct's: a turn ends the completion
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
         json.dump(config, f)
-    shutil.copy(os.path.join(templates, "qwen3_training.jinja"), os.path.join(out_dir, "chat_template.jinja"))
+    if family == "qwen3":
+        shutil.copy(os.path.join(templates, "qwen3_training.jinja"), os.path.join(out_dir, "chat_template.jinja"))
 
 
 def stock_template(model_dir):
@@ -95,13 +102,14 @@ def stock_template(model_dir):
 def run(case):
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
-    from trl.chat_template_utils import add_response_schema, get_training_chat_template, parse_response
+    from trl.chat_template_utils import (add_response_schema, get_training_chat_template,
+                                         is_chat_template_prefix_preserving, parse_response)
     # As GRPOTrainer.__init__ with tools: the response template from the stock template, then a
     # prefix-preserving training template in its place.
     tokenizer = AutoTokenizer.from_pretrained(case["model_dir"])
     tokenizer.chat_template = stock_template(case["model_dir"])
     tokenizer = add_response_schema(tokenizer)
-    chat_template = get_training_chat_template(tokenizer)
+    chat_template = None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
     prompt_ids = case["prompt_ids"]
     completion_ids = [list(c) for c in case["completion_ids"]]
     firsts = [p + c for p, c in zip(prompt_ids, completion_ids)]
@@ -161,8 +169,8 @@ def main():
     if len(sys.argv) == 2 and sys.argv[1] == "tools":
         serve_tools()
         return
-    if len(sys.argv) == 3 and sys.argv[1] == "model":
-        make_model(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "model":
+        make_model(sys.argv[2], sys.argv[3])
         return
     print(json.dumps([run(case) for case in json.load(sys.stdin)]))
 
