@@ -71,9 +71,16 @@ std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>
 std::vector<std::string> reward_texts(const tok::Tokenizer& tk, const std::vector<gen::Completion>& comps,
                                       const std::vector<nlohmann::ordered_json>& turns) {
   std::vector<std::string> texts;
-  for (size_t i = 0; i < comps.size(); ++i)
-    texts.push_back(i < turns.size() && turns[i].size() > 1 ? turns[i].back().value("content", std::string())
-                                                            : completion_text(tk, comps[i].tokens));
+  for (size_t i = 0; i < comps.size(); ++i) {
+    // The last assistant turn (a continuation cut away entirely leaves a tool message last).
+    const nlohmann::ordered_json* last = nullptr;
+    if (i < turns.size() && turns[i].is_array())
+      for (const auto& m : turns[i])
+        if (m.value("role", std::string()) == "assistant") last = &m;
+    const auto& content = last && last->contains("content") ? (*last)["content"] : nlohmann::ordered_json();
+    texts.push_back(last ? (content.is_string() ? content.get<std::string>() : std::string())
+                         : completion_text(tk, comps[i].tokens));
+  }
   return texts;
 }
 

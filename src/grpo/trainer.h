@@ -102,8 +102,9 @@ double pass_at_k(int64_t n, int64_t c, int64_t k);
 
 // Text completion of a generated token list: stop tokens removed, decoded.
 std::string completion_text(const tok::Tokenizer& tk, const std::vector<int32_t>& tokens);
-// What the reward functions score: each completion's text, or where it called tools (turns:
-// grpo::run_tool_loop's messages) its last turn's content.
+// What the built-in reward functions score: each completion's text, or with tool calling (turns:
+// grpo::run_tool_loop's messages) its last assistant turn's content: the text outside its calls
+// and reasoning, also where the calls' results were dropped for want of budget.
 std::vector<std::string> reward_texts(const tok::Tokenizer& tk, const std::vector<gen::Completion>& comps,
                                       const std::vector<nlohmann::ordered_json>& turns);
 // Weighted sum of the task's rewards per completion; weights from cfg.reward_weights or

@@ -1096,6 +1096,25 @@ TEST(GrpoTrainer, PolicyBatchMasksToolTokensOutOfTheLoss) {
   EXPECT_EQ(grpo::policy_batch({{1, 2}}, {a}, true).completion_mask.sum().item<float>(), 0.f);
 }
 
+// What the built-in rewards score: a completion's text without tool calling; with it, the last
+// assistant turn's content, never a tool's result or a call's arguments (a turn whose calls were
+// dropped for want of budget, a continuation cut away entirely after the results).
+TEST(GrpoTrainer, RewardTextsAreTheLastAssistantTurnsContent) {
+  test::TempDir tmp;
+  tok::Tokenizer tk = (grpo::write_byte_tokenizer(tmp.str("tok")), tok::Tokenizer::from_dir(tmp.str("tok")));
+  gen::Completion c;
+  c.tokens = tk.encode("7 <call 3>");
+  using ojson = nlohmann::ordered_json;
+  const ojson call = ojson::parse(R"({"role": "assistant", "content": "Let me see.", "tool_calls": [{"type":
+      "function", "function": {"name": "f", "arguments": {"a": 3}}}]})");
+  const ojson result = ojson::parse(R"({"role": "tool", "name": "f", "content": "99"})");
+  const ojson answer = ojson::parse(R"({"role": "assistant", "content": "It is 8."})");
+  const auto texts = grpo::reward_texts(tk, {c, c, c, c, c},
+                                        {ojson(), ojson::array({call}), ojson::array({call, result}),
+                                         ojson::array({call, result, answer}), ojson::array({answer})});
+  EXPECT_EQ(texts, (std::vector<std::string>{"7 <call 3>", "Let me see.", "Let me see.", "It is 8.", "It is 8."}));
+}
+
 namespace {
 // A model that is a bigram table: attention and MLP outputs zero, so each position's hidden
 // state is its token's embedding, and the LM head maps `from`'s direction to `to`, far above
