@@ -282,6 +282,9 @@ std::unique_ptr<Task> make_task(const TaskOptions& o) {
   if (o.format_reward) t->rewards.push_back(std::make_shared<IntegerFormatReward>());
   for (auto& c : o.reward_commands) t->rewards.push_back(std::make_shared<CommandReward>(c));
   if (!o.tool_command.empty()) t->tools = std::make_shared<ToolCommand>(o.tool_command, o.response_template);
+  else if (o.response_template != "auto")
+    throw UserError("task.response_template = \"" + o.response_template + "\" without task.tool_command",
+                    "it says how tool calls are parsed: set tool_command too, or leave response_template out");
   return t;
 }
 

@@ -115,6 +115,9 @@ TEST(ResponseTemplate, BadTemplatesAreErrorsNamingThem) {
             std::string::npos);
   test::write_file(dir.str("bad.json"), "{");
   EXPECT_NE(test::error_of([&] { ToolCommand("cat", dir.str("bad.json")); }).find("not valid JSON"), std::string::npos);
+  TaskOptions no_tools;
+  no_tools.response_template = "qwen3";
+  EXPECT_NE(test::error_of([&] { make_task(no_tools); }).find("without task.tool_command"), std::string::npos);
   test::write_file(dir.str("t.json"), R"({"start_anchor": "A", "fields": {"content": {}}})");
   EXPECT_EQ(named_response_template(dir.str("t.json")).parse("", " x ")["content"], "x");
 }

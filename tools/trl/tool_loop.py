@@ -11,6 +11,8 @@
                              (llama3_1.jinja, prefix-preserving: GRPOTrainer keeps it), <|eot_id|>
                              as the end of sequence (as Llama 3.1 Instruct's)
   tool_loop.py < cases.json  runs each case, prints a list of results (one Python start)
+  tool_loop.py time N < cases.json  times each case's first-turn parse and loop N times, prints
+                             the medians (bench/tool_loop_compare.sh)
   tool_loop.py tools         the same tools as a bucketrl tool command (task.tool_command): JSON lines
                              {"name", "arguments", ...} in, one JSON result per line out, a raised
                              exception as {"error": str(e)} (as TRL reports it)
@@ -37,7 +39,9 @@ by trl.chat_template_utils.parse_response, as GRPOTrainer._generate does. Stubbe
 import json
 import os
 import shutil
+import statistics
 import sys
+import time
 from types import SimpleNamespace
 
 
@@ -99,7 +103,7 @@ def stock_template(model_dir):
         return json.load(f)["chat_template"]
 
 
-def run(case):
+def run(case, repeats=0):
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
     from trl.chat_template_utils import (add_response_schema, get_training_chat_template,
@@ -145,12 +149,24 @@ def run(case):
         _generate_single_turn=generate_single_turn,
     )
     trainer._get_tool_suffix_ids = GRPOTrainer._get_tool_suffix_ids.__get__(trainer)
-    completions = [[parse_response(tokenizer, ids, prefix=p, tools=trainer.tools)]
-                   for p, ids in zip(prompt_ids, completion_ids)]
-    prompts = [list(p) for p in case["prompts"]]
-    logprobs = [list(l) for l in case["logprobs"]]
-    tool_mask, completions, completion_ids, logprobs, calls, failures, _ = GRPOTrainer._tool_call_loop(
-        trainer, prompts, prompt_ids, completion_ids, completions, logprobs, None, {})
+
+    def once(completion_ids):
+        completions = [[parse_response(tokenizer, ids, prefix=p, tools=trainer.tools)]
+                       for p, ids in zip(prompt_ids, completion_ids)]
+        prompts = [list(p) for p in case["prompts"]]
+        logprobs = [list(l) for l in case["logprobs"]]
+        return GRPOTrainer._tool_call_loop(trainer, prompts, prompt_ids, completion_ids, completions, logprobs, None, {})
+
+    if repeats:  # bench/tool_loop_compare.sh: the first turns' parse and the loop, timed
+        times = []
+        for _ in range(repeats):
+            rounds.clear()
+            ids = [list(c) for c in case["completion_ids"]]
+            t0 = time.perf_counter()
+            once(ids)
+            times.append(time.perf_counter() - t0)
+        return {"whole_ms": 1e3 * statistics.median(times)}
+    tool_mask, completions, completion_ids, logprobs, calls, failures, _ = once(completion_ids)
     return {"completion_ids": completion_ids, "tool_mask": tool_mask, "logprobs": logprobs,
             "completions": completions, "tool_call_count": calls, "tool_failure_count": failures}
 
@@ -171,6 +187,9 @@ def main():
         return
     if len(sys.argv) == 4 and sys.argv[1] == "model":
         make_model(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "time":
+        print(json.dumps([run(case, int(sys.argv[2])) for case in json.load(sys.stdin)]))
         return
     print(json.dumps([run(case) for case in json.load(sys.stdin)]))
 
