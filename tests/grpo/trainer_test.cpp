@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../model/test_util.h"
+#include "tool_model.h"
 #include "optim_check.h"
 #include "config/lora_config.h"
 #include "generate/generate.h"
@@ -1115,28 +1116,6 @@ TEST(GrpoTrainer, RewardTextsAreTheLastAssistantTurnsContent) {
   EXPECT_EQ(texts, (std::vector<std::string>{"7 <call 3>", "Let me see.", "Let me see.", "It is 8.", "It is 8."}));
 }
 
-namespace {
-// A model that is a bigram table: attention and MLP outputs zero, so each position's hidden
-// state is its token's embedding, and the LM head maps `from`'s direction to `to`, far above
-// every other token (margin ~70 nats). Tokens without a direction get uniform logits.
-void set_bigrams(model::Model& m, const std::vector<std::pair<int64_t, int64_t>>& edges) {
-  torch::NoGradGuard ng;
-  for (auto& nt : m.named_tensors()) {
-    if (!nt.tensor->defined()) continue;
-    const std::string& n = nt.name;
-    if (n.find("o_proj") != std::string::npos || n.find("down_proj") != std::string::npos ||
-        n == "model.embed_tokens.weight" || n == "lm_head.weight")
-      nt.tensor->zero_();
-    if (n == "model.norm.weight") nt.tensor->fill_(1.0);
-  }
-  at::Tensor emb = m.embed_tokens, head = m.lm_head;
-  for (size_t k = 0; k < edges.size(); ++k) {
-    emb[edges[k].first][static_cast<int64_t>(k)] = 1.0;
-    head[edges[k].second][static_cast<int64_t>(k)] = 10.0;
-  }
-}
-}  // namespace
-
 // TRL's tool calling through the trainer (task.tool_command): the model calls `add` after every
 // generation prompt ("A:"), the command answers, the template writes the result and a new
 // generation prompt, and the model calls again, max_tool_calling_iterations times. Each
@@ -1146,25 +1125,8 @@ void set_bigrams(model::Model& m, const std::vector<std::pair<int64_t, int64_t>>
 // checked against TRL's own in trl_tool_oracle_test.
 TEST(GrpoTrainer, ToolCallsRunThroughTheTrainer) {
   test::TempDir tmp;
-  grpo::write_byte_tokenizer(tmp.str("tok"));
-  const std::string call = R"(<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>)";
-  {  // the whole call as one added token (id 257)
-    auto j = nlohmann::json::parse(test::read_file(tmp.str("tok/tokenizer.json")));
-    j["added_tokens"].push_back({{"id", 257},
-                                 {"content", call},
-                                 {"single_word", false},
-                                 {"lstrip", false},
-                                 {"rstrip", false},
-                                 {"normalized", false},
-                                 {"special", false}});
-    test::write_file(tmp.str("tok/tokenizer.json"), j.dump());
-  }
-  test::write_file(tmp.str("tok/chat_template.jinja"),
-                   "{% for m in messages %}{% if m.role == 'user' %}U:{{ m.content }}"
-                   "{% elif m.role == 'assistant' %}A:{{ m.content }}{% for c in m.tool_calls %}<tool_call>"
-                   "{{ c.function | tojson }}</tool_call>{% endfor %}<|endoftext|>"
-                   "{% elif m.role == 'tool' %}T:{{ m.content }}<|endoftext|>{% endif %}{% endfor %}"
-                   "{% if add_generation_prompt %}A:{% endif %}");
+  test::write_tool_tokenizer(tmp.str("tok"));
+  const std::string& call = test::kToolCall;
   const auto tk = tok::Tokenizer::from_dir(tmp.str("tok"));
   ASSERT_EQ(tk.encode(call), std::vector<int32_t>{257});
   std::string jsonl;
@@ -1185,7 +1147,7 @@ TEST(GrpoTrainer, ToolCallsRunThroughTheTrainer) {
   auto cfg = byte_config();
   cfg.vocab_size = 258;
   auto m = model::random_model(cfg, 5, 0.2);
-  set_bigrams(m, {{':', 257}, {257, 256}});
+  test::make_tool_caller(m);
   attach_small_lora(m);
   auto g = small_grpo(0.0);
   g.max_completion_length = 32;

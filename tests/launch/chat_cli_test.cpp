@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "async_util.h"
+#include "../grpo/tool_model.h"
 #include "../model/test_util.h"
+#include "model/loader.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace brl;
@@ -124,6 +126,78 @@ TEST(GenerateCli, ChatOptionsNeedATemplateAndChat) {
   }
   // Text prompts still work on a folder without a template.
   EXPECT_TRUE(ok(generate(tmp, {"--model", dir, "--prompt", "hi", "--max-new-tokens", "1"})));
+}
+
+// --tools shows the tools to the model and prints its reply as parsed messages; --tool-command
+// runs its calls and lets it generate on, as a worker's tool loop does (tests/grpo/tool_model.h's
+// model calls `add` after every generation prompt): two rounds with
+// --max-tool-calling-iterations 2, the command's results in the conversation, their tokens
+// out of the mask. The options need --chat / --tools; bad tools files name the fix.
+TEST(GenerateCli, ToolsAndToolCommandRunTheCalls) {
+  test::TempDir tmp;
+  const std::string dir = tmp.str("caller");
+  test::write_tool_tokenizer(dir);
+  auto cfg = test::tiny_config("llama");
+  cfg.vocab_size = 258;
+  cfg.eos_token_ids = {256};
+  auto m = model::random_model(cfg, 5, 0.2);
+  test::make_tool_caller(m);
+  model::save_model(m, dir);
+  test::write_file(tmp.str("tools.json"), R"([{"type": "function", "function": {"name": "add", "parameters":
+      {"type": "object", "properties": {"a": {"type": "integer"}}}}}])");
+  const std::vector<std::string> base = {
+      "--model",       dir, "--chat",           "--prompt", "1+1", "--tools", tmp.str("tools.json"),
+      "--temperature", "0", "--max-new-tokens", "32"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return generate(tmp, args);
+  };
+  const json call = json::parse(R"({"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+      "function": {"name": "add", "arguments": {"a": 1}}}]})");
+  // Parsed, not run.
+  const CmdOutput parsed = with({"--json"});
+  ASSERT_TRUE(ok(parsed)) << parsed.out;
+  auto lines = json_lines(parsed.out);
+  ASSERT_EQ(lines.size(), 1u) << parsed.out;
+  EXPECT_EQ(lines[0]["messages"], json::array({call})) << parsed.out;
+  // Run, two rounds.
+  const CmdOutput ran =
+      with({"--json", "--tool-command", "cat > '" + tmp.str("calls.jsonl") + "'; echo 2; echo '\"ok\"' >/dev/null",
+            "--max-tool-calling-iterations", "1"});
+  ASSERT_TRUE(ok(ran)) << ran.out;
+  lines = json_lines(ran.out);
+  ASSERT_EQ(lines.size(), 1u) << ran.out;
+  const json result = json::parse(R"({"role": "tool", "name": "add", "content": "2"})");
+  EXPECT_EQ(lines[0]["messages"], json::array({call, result, call})) << ran.out;
+  EXPECT_EQ(test::read_file(tmp.str("calls.jsonl")), "{\"arguments\":{\"a\":1},\"name\":\"add\"}\n");
+  const auto mask = lines[0]["tool_mask"].get<std::vector<int>>();
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 0), 6) << lines[0].dump();  // "T:2<eos>A:" between the turns
+  // Plain output: the conversation for reading.
+  const CmdOutput plain =
+      with({"--tool-command", "while read l; do echo 2; done", "--max-tool-calling-iterations", "2"});
+  ASSERT_TRUE(ok(plain)) << plain.out;
+  EXPECT_NE(plain.out.find("  -> add({\"a\":1})\ntool add: 2\nassistant: \n  -> add({\"a\":1})\ntool add: 2"),
+            std::string::npos)
+      << plain.out;
+  // Option errors.
+  test::write_file(tmp.str("bad.json"), "{}");
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--tools", tmp.str("tools.json")}, "--tools requires --chat"},
+           {{"--chat", "--tool-command", "cat"}, "--tool-command requires --tools"},
+           {{"--chat", "--tools", tmp.str("bad.json")}, "not a JSON list of tool schemas"},
+           {{"--chat", "--tools", tmp.str("tools.json"), "--response-template", "nope"}, "not a built-in name"},
+       }) {
+    std::vector<std::string> args = {"--model", dir, "--prompt", "hi", "--max-new-tokens", "1"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const CmdOutput r = generate(tmp, args);
+    EXPECT_FALSE(ok(r)) << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << r.out;
+  }
 }
 
 TEST(DatasetCli, RenderShowsThePromptsAsWorkersEncodeThem) {
