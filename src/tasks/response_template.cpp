@@ -899,7 +899,14 @@ class Parser {
 
   ojson run(std::string buffer) {
     buffer_ = std::move(buffer);
+    // Anchors that match the empty string at the same place over and over (an empty open and an
+    // empty close) would loop for ever (transformers' parser too): a parse that stops advancing
+    // is refused.
+    size_t last_pos = 0, stalls = 0;
     while (true) {
+      if (pos_ == last_pos && ++stalls > 4 * t_.fields.size() + 4)
+        fail("the template's anchors match without advancing");
+      if (pos_ != last_pos) last_pos = pos_, stalls = 0;
       struct Best {
         bool open;
         const Field* field;

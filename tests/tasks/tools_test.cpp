@@ -118,6 +118,10 @@ TEST(ResponseTemplate, BadTemplatesAreErrorsNamingThem) {
   TaskOptions no_tools;
   no_tools.response_template = "qwen3";
   EXPECT_NE(test::error_of([&] { make_task(no_tools); }).find("without task.tool_command"), std::string::npos);
+  // Anchors that match the empty string: refused at the parse, not a hang.
+  const auto stuck = ResponseTemplate::from_json(
+      json::parse(R"({"start_anchor": "A", "fields": {"x": {"open_pattern": "", "close_pattern": ""}}})"), "t");
+  EXPECT_THROW(stuck.parse("", "abc"), ResponseParseError);
   test::write_file(dir.str("t.json"), R"({"start_anchor": "A", "fields": {"content": {}}})");
   EXPECT_EQ(named_response_template(dir.str("t.json")).parse("", " x ")["content"], "x");
 }
