@@ -71,16 +71,17 @@ std::string TurnParser::text(const std::vector<int32_t>& ids) const {
     }
     size_t b = a;
     while (b < ids.size() && !spelling(ids[b])) ++b;
-    const std::vector<int32_t> run(ids.begin() + static_cast<std::ptrdiff_t>(a),
-                                   ids.begin() + static_cast<std::ptrdiff_t>(b));
-    // Decoded in the stream, after the token before it (a Metaspace decoder keeps a leading
-    // space there that it drops at the start of a sequence).
-    std::string piece = tk_.decode(run, false);
+    auto decode_from = [&](size_t from) {
+      return tk_.decode(std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(from),
+                                             ids.begin() + static_cast<std::ptrdiff_t>(b)),
+                        false);
+    };
+    // Decoded in the stream, after the control token before it (a Metaspace decoder keeps a
+    // leading space there that it drops at the start of a sequence).
+    std::string piece = decode_from(a > 0 ? a - 1 : a);
     if (a > 0) {
-      std::vector<int32_t> with = run;
-      with.insert(with.begin(), ids[a - 1]);
-      const std::string head = tk_.decode({ids[a - 1]}, false), all = tk_.decode(with, false);
-      if (all.compare(0, head.size(), head) == 0) piece = all.substr(head.size());
+      const std::string& head = *spelling(ids[a - 1]);
+      piece = piece.compare(0, head.size(), head) == 0 ? piece.substr(head.size()) : decode_from(a);
     }
     // Control tokens' spellings in this text broken up (the longest first, left to right).
     for (size_t i = 0; i < piece.size();) {

@@ -37,18 +37,18 @@ using GenerateFn =
 
 // TRL's tool-calling loop (task.tool_command) over completions sampled with `go`: each
 // continuation one completion of its own prefix, from streams of its own in every round.
-ToolLoopResult run_tools(const model::Model& m, const tok::Tokenizer& tk, const tasks::Task& task,
-                         const std::vector<const tasks::Example*>& ex, const std::vector<std::vector<int32_t>>& prompts,
-                         std::vector<gen::Completion>& comps, const gen::GenerateOptions& go,
-                         std::optional<int> max_iterations, const nlohmann::json& chat_template_kwargs,
-                         const GenerateFn& generate) {
+ToolLoopResult run_tools(const model::Model& m, const tok::Tokenizer& tk, const TurnParser& parser,
+                         const tasks::Task& task, const std::vector<const tasks::Example*>& ex,
+                         const std::vector<std::vector<int32_t>>& prompts, std::vector<gen::Completion>& comps,
+                         const gen::GenerateOptions& go, std::optional<int> max_iterations,
+                         const nlohmann::json& chat_template_kwargs, const GenerateFn& generate) {
   ToolLoopOptions lo;
   lo.max_completion_length = go.max_new_tokens;
   if (max_iterations) lo.max_iterations = *max_iterations;
   lo.max_model_len = m.config.max_position_embeddings;
   lo.chat_template_kwargs = chat_template_kwargs;
   return run_tool_loop(
-      tk, TurnParser(tk, task.tools->response_template()), *task.tools, ex, prompts, comps,
+      tk, parser, *task.tools, ex, prompts, comps,
       [&](const std::vector<std::vector<int32_t>>& prefixes, int64_t max_new_tokens, int64_t round) {
         gen::GenerateOptions o = go;
         o.num_generations = 1;
@@ -129,6 +129,8 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
   const auto& set = task.eval_set();
   size_t n = std::min(set.size(), static_cast<size_t>(std::max(0, max_examples)));
   EvalResult r;
+  std::optional<TurnParser> parser;
+  if (task.tools) parser.emplace(tk, task.tools->response_template());
   // Scores `samples` answers to each of set[b, e): the correctness and combined reward of each.
   auto answers = [&](size_t b, size_t e, gen::GenerateOptions o, std::vector<double>* first) {
     std::vector<std::vector<int32_t>> prompts;
@@ -141,8 +143,8 @@ EvalResult evaluate(const model::Model& m, const tok::Tokenizer& tk, tasks::Task
     o.stop_token_ids = stop_ids(tk);
     auto comps = gen::generate(m, prompts, o);
     std::vector<nlohmann::ordered_json> turns;
-    if (task.tools)
-      turns = run_tools(m, tk, task, ex, prompts, comps, o, max_tool_calling_iterations, chat_template_kwargs,
+    if (parser)
+      turns = run_tools(m, tk, *parser, task, ex, prompts, comps, o, max_tool_calling_iterations, chat_template_kwargs,
                         [&](const std::vector<std::vector<int32_t>>& ps, gen::GenerateOptions& go) {
                           return gen::generate(m, ps, go);
                         })
@@ -614,7 +616,7 @@ GrpoTrainer::GrpoTrainer(model::Model& m, const tok::Tokenizer& tk, tasks::Task&
   // A conversational dataset without a usable template fails here, not mid-run.
   prompt_ids(tk_, task_.train_example(0, shard_, num_shards_), cfg_.max_prompt_length, cfg_.chat_template_kwargs);
   // So does a tool task whose model's format for tool calls cannot be told.
-  if (task_.tools) TurnParser(tk_, task_.tools->response_template());
+  if (task_.tools) turns_ = std::make_unique<TurnParser>(tk_, task_.tools->response_template());
 }
 
 GrpoTrainer::~GrpoTrainer() = default;
@@ -706,8 +708,8 @@ std::shared_ptr<GrpoTrainer::Rollouts> GrpoTrainer::generate(int64_t micro_batch
   std::vector<nlohmann::ordered_json> turns;
   if (task_.tools) {
     auto res =
-        run_tools(m_, tk_, task_, ex, prompts, comps, go, cfg_.max_tool_calling_iterations, cfg_.chat_template_kwargs,
-                  [&](const std::vector<std::vector<int32_t>>& ps, gen::GenerateOptions& o) {
+        run_tools(m_, tk_, *turns_, task_, ex, prompts, comps, go, cfg_.max_tool_calling_iterations,
+                  cfg_.chat_template_kwargs, [&](const std::vector<std::vector<int32_t>>& ps, gen::GenerateOptions& o) {
                     int64_t at_once = static_cast<int64_t>(ps.size());
                     return generate_all(ps, o, at_once);
                   });

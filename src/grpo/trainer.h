@@ -255,6 +255,8 @@ class PolicyOptimizer {
 // higher at the end of every pair, by 0.02 to 0.05, mean 0.04 (BENCHMARKS.md, "The skill demo").
 double fresh_momentum_lr_scale(double beta1, int64_t step, int64_t steps_since_reset);
 
+class TurnParser;
+
 class GrpoTrainer {
  public:
   // The model must have an adapter attached (lora::attach); only it is trained.
@@ -299,6 +301,7 @@ class GrpoTrainer {
   int shard_, num_shards_;
   std::vector<double> weights_;
   std::unique_ptr<PolicyOptimizer> policy_;
+  std::unique_ptr<TurnParser> turns_;  // with task.tools: how the model's turns are read
   int64_t step_ = 0;
   uint64_t cursor_ = 0;
   bool log_completions_ = false;

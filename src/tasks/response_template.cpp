@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "tokenizer/text.h"
 #include "util/error.h"
 
 namespace brl::tasks {
@@ -104,12 +105,6 @@ class Pattern {
         v = std::string(s.substr(ov[2 * n], ov[2 * n + 1] - ov[2 * n]));
       m.named.emplace_back(name, std::move(v));
     }
-    // Unnamed groups by number, for the few callers that use them.
-    for (uint32_t g = 1; g < pairs; ++g)
-      m.named.emplace_back("#" + std::to_string(g),
-                           ov[2 * g] == PCRE2_UNSET ? std::nullopt
-                                                    : std::optional<std::string>(
-                                                          std::string(s.substr(ov[2 * g], ov[2 * g + 1] - ov[2 * g]))));
     pcre2_match_data_free(md);
     return m;
   }
@@ -121,17 +116,12 @@ class Pattern {
     while (pos <= s.size()) {
       auto m = search(s, pos);
       if (!m) break;
-      pos = m->end > m->begin ? m->end : m->end + step(s, m->end);
+      pos = m->end > m->begin   ? m->end
+            : m->end < s.size() ? m->end + tok::utf8_len(static_cast<unsigned char>(s[m->end]))
+                                : m->end + 1;
       out.push_back(std::move(*m));
     }
     return out;
-  }
-
-  static size_t step(std::string_view s, size_t at) {
-    if (at >= s.size()) return 1;
-    size_t n = 1;
-    while (at + n < s.size() && (static_cast<unsigned char>(s[at + n]) & 0xC0) == 0x80) ++n;
-    return n;
   }
 
  private:
@@ -175,7 +165,7 @@ bool py_space(uint32_t c) {
 
 uint32_t decode_at(std::string_view s, size_t i, size_t* len) {
   const auto b = static_cast<unsigned char>(s[i]);
-  size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
+  size_t n = tok::utf8_len(b);
   if (i + n > s.size()) n = 1;
   uint32_t c = n == 1 ? b : b & (0x7f >> n);
   for (size_t k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
@@ -320,25 +310,25 @@ ojson parse_json(const std::string& text, const ojson& args) {
   for (const auto& d : delims) {
     if (!d.is_array() || d.size() != 2 || !d[0].is_string() || !d[1].is_string())
       fail("json: string_delims must be [[open, close], ...]");
-    const Pattern& p = cached(escape(d[0].get<std::string>()) + "(.*?)" + escape(d[1].get<std::string>()));
+    const Pattern& p = cached(escape(d[0].get<std::string>()) + "(?P<body>.*?)" + escape(d[1].get<std::string>()));
     std::string out;
     size_t last = 0;
     for (const auto& m : p.find_all(working)) {
       out += working.substr(last, m.begin - last);
-      captured.push_back(*m.group("#1"));
+      captured.push_back(*m.group("body"));
       out += kOpen + std::to_string(captured.size() - 1) + kClose;
       last = m.end;
     }
     working = out + working.substr(last);
   }
   if (arg_bool(args, "unquoted_keys", false)) {
-    const Pattern& p = cached(R"re("(?:\\.|[^"\\])*"|(?<=[{,])(\s*)(\w+)(\s*):)re");
+    const Pattern& p = cached(R"re("(?:\\.|[^"\\])*"|(?<=[{,])(?P<pre>\s*)(?P<key>\w+)(?P<post>\s*):)re");
     std::string out;
     size_t last = 0;
     for (const auto& m : p.find_all(working)) {
       out += working.substr(last, m.begin - last);
-      if (!m.group("#2")) out += working.substr(m.begin, m.end - m.begin);
-      else out += *m.group("#1") + "\"" + *m.group("#2") + "\"" + *m.group("#3") + ":";
+      if (!m.group("key")) out += working.substr(m.begin, m.end - m.begin);  // a whole string: as it is
+      else out += *m.group("pre") + "\"" + *m.group("key") + "\"" + *m.group("post") + ":";
       last = m.end;
     }
     working = out + working.substr(last);
@@ -485,19 +475,6 @@ class CallListParser {
     p_ += n->size();
     return *n;
   }
-  static void put_utf8(std::string& out, uint32_t c) {
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12)), out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18)), out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
   std::optional<uint32_t> hex4(size_t at) const {
     if (at + 4 > t_.size()) return std::nullopt;
     uint32_t v = 0;
@@ -543,7 +520,7 @@ class CallListParser {
         }
       }
       if (*code >= 0xD800 && *code <= 0xDFFF) bad("lone surrogate escape in a string");
-      put_utf8(out, *code);
+      out += tok::cp_to_utf8(*code);
     }
     p_ = e + 1;
     return out;
@@ -941,15 +918,12 @@ class Parser {
       if (best->open) {
         close_current();
         current_ = best->field;
-        captures_ = ojson::object();
-        for (const auto& [n, v] : best->m.named)
-          if (v && n[0] != '#') captures_[n] = *v;
+        take_captures(best->m);
         body_.clear();
         opened_ = true;
       } else {
         const bool had_content = opened_;
-        for (const auto& [n, v] : best->m.named)
-          if (v && n[0] != '#') captures_[n] = *v;
+        take_captures(best->m);  // the close's join the open's
         close_current();
         if (!had_content && best->m.begin == best->m.end) break;
       }
@@ -963,6 +937,12 @@ class Parser {
   }
 
  private:
+  // A match's named groups that took part, into the transform's scope.
+  void take_captures(const Match& m) {
+    for (const auto& [n, v] : m.named)
+      if (v) captures_[n] = *v;
+  }
+
   void accumulate(const std::string& text) {
     if (text.empty() || !current_) return;
     opened_ = true;
